@@ -1,0 +1,1 @@
+"""LangGraph side of HITL: graphs, tools, the interrupt contract. No Django imports."""

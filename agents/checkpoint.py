@@ -1,0 +1,56 @@
+"""Checkpointer factory: Postgres (pooled, one pool per process) or SQLite."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from typing import Any
+from urllib.parse import urlparse
+
+_lock = threading.Lock()
+_cache: dict[str, tuple[int, Any]] = {}
+
+
+def _make(url: str, pool_size: int) -> Any:
+    scheme = urlparse(url).scheme
+    if scheme.startswith("postgres"):
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(
+            conninfo=url.replace("postgresql+psycopg", "postgresql", 1),
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
+            open=True,
+        )
+        saver = PostgresSaver(pool)
+        saver.setup()
+        return saver
+    if scheme == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ":memory:"
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=20000")
+        saver = SqliteSaver(conn)
+        saver.setup()
+        return saver
+    raise ValueError(f"Unsupported checkpoint URL {url!r} (postgres://… or sqlite:///path).")
+
+
+def get_checkpointer(url: str, pool_size: int = 4) -> Any:
+    """Return this process's checkpointer for `url`, creating it on first use.
+
+    Keyed by pid so a forked worker child never reuses its parent's connections.
+    """
+    pid = os.getpid()
+    with _lock:
+        cached = _cache.get(url)
+        if cached is None or cached[0] != pid:
+            cached = (pid, _make(url, pool_size))
+            _cache[url] = cached
+        return cached[1]

@@ -1,0 +1,165 @@
+"""Small graphs that pause in each interrupt shape of the contract.
+
+They double as the minimal demo and as fixtures for tests and benchmarks; any
+compiled LangGraph graph can be registered the same way.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send, interrupt
+
+
+class ApprovalState(TypedDict, total=False):
+    request: str
+    to: str
+    decision: Any
+    sent: bool
+    result: dict[str, Any]
+
+
+def _propose(state: ApprovalState) -> dict[str, Any]:
+    response = interrupt(
+        {
+            "action_request": {
+                "action": "send_email",
+                "args": {
+                    "to": state.get("to") or "team@example.com",
+                    "subject": f"Re: {state.get('request') or 'weekly report'}",
+                    "copies": 1,
+                    "urgent": False,
+                },
+            },
+            "config": {
+                "allow_accept": True,
+                "allow_edit": True,
+                "allow_respond": True,
+                "allow_ignore": True,
+            },
+            "description": "The agent wants to **send an email**. Check the recipient.",
+            "args_schema": {
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string", "minLength": 3},
+                    "subject": {"type": "string"},
+                    "copies": {"type": "integer", "minimum": 1, "maximum": 10},
+                    "urgent": {"type": "boolean"},
+                },
+                "required": ["to", "subject"],
+                "additionalProperties": False,
+            },
+        }
+    )
+    return {"decision": response}
+
+
+def _finish(state: ApprovalState) -> dict[str, Any]:
+    decision = state.get("decision") or {}
+    sent = decision.get("type") in ("accept", "edit")
+    return {"sent": sent, "result": {"sent": sent, "decision": decision}}
+
+
+approval_graph = (
+    StateGraph(ApprovalState)
+    .add_node("propose", _propose)
+    .add_node("finish", _finish)
+    .add_edge(START, "propose")
+    .add_edge("propose", "finish")
+    .add_edge("finish", END)
+    .compile()
+)
+
+
+class ParallelState(TypedDict, total=False):
+    files: list[str]
+    answers: Annotated[list[dict[str, Any]], operator.add]
+
+
+def _plan(state: ParallelState) -> dict[str, Any]:
+    return {}
+
+
+def _fan_out(state: ParallelState) -> list[Send]:
+    files = state.get("files") or ["a.txt", "b.txt"]
+    return [Send("delete_file", {"files": [name]}) for name in files]
+
+
+def _delete_file(state: ParallelState) -> dict[str, Any]:
+    name = state["files"][0]
+    response = interrupt(
+        [
+            {
+                "action_request": {"action": "delete_file", "args": {"path": name}},
+                "config": {
+                    "allow_accept": True,
+                    "allow_edit": False,
+                    "allow_respond": False,
+                    "allow_ignore": True,
+                },
+                "description": f"Delete `{name}`?",
+            }
+        ]
+    )[0]
+    return {"answers": [{"path": name, "response": response}]}
+
+
+parallel_approval_graph = (
+    StateGraph(ParallelState)
+    .add_node("plan", _plan)
+    .add_node("delete_file", _delete_file)
+    .add_edge(START, "plan")
+    .add_conditional_edges("plan", _fan_out, ["delete_file"])
+    .add_edge("delete_file", END)
+    .compile()
+)
+
+
+class MiddlewareState(TypedDict, total=False):
+    decisions: list[dict[str, Any]]
+    executed: list[dict[str, Any]]
+
+
+def _review(state: MiddlewareState) -> dict[str, Any]:
+    answer = interrupt(
+        {
+            "action_requests": [
+                {"name": "write_file", "args": {"path": "notes.md", "text": "hello"}, "description": "Write notes"},
+                {"name": "run_shell", "args": {"cmd": "ls"}, "description": "List files"},
+            ],
+            "review_configs": [
+                {"action_name": "write_file", "allowed_decisions": ["approve", "edit", "reject"]},
+                {"action_name": "run_shell", "allowed_decisions": ["approve", "reject", "respond"]},
+            ],
+        }
+    )
+    decisions = answer["decisions"]
+    executed = []
+    for name, decision in zip(("write_file", "run_shell"), decisions, strict=True):
+        if decision["type"] == "approve":
+            executed.append({"name": name})
+        elif decision["type"] == "edit":
+            executed.append({"name": name, "args": decision["edited_action"]["args"]})
+    return {"decisions": decisions, "executed": executed}
+
+
+middleware_graph = (
+    StateGraph(MiddlewareState)
+    .add_node("review", _review)
+    .add_edge(START, "review")
+    .add_edge("review", END)
+    .compile()
+)
+
+
+class RawState(TypedDict, total=False):
+    answer: Any
+
+
+def _ask(state: RawState) -> dict[str, Any]:
+    return {"answer": interrupt("Which quarter should the report cover?")}
+
+
+raw_graph = StateGraph(RawState).add_node("ask", _ask).add_edge(START, "ask").add_edge("ask", END).compile()

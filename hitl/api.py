@@ -1,0 +1,257 @@
+"""JSON API (v1): start runs, read threads and their pending interrupts, decide.
+
+Auth: an API token (`Authorization: Bearer …` or `X-Api-Key: …`) or the browser
+session (with CSRF). Every error is a JSON body {"detail": "..."} with a 4xx status.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import Group
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError
+from ninja.security import APIKeyHeader, HttpBearer, django_auth
+
+from hitl import services
+from hitl.models import ApiToken, HumanInterrupt, Run, Thread
+from hitl.registry import registry
+from hitl.selectors import (
+    interrupt_list_for_reviewer,
+    thread_pending_interrupts,
+    user_can_review,
+    user_can_view_thread,
+)
+
+
+def _user_for_key(key: str | None):
+    if not key:
+        return None
+    token = ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash_key(key)).first()
+    if token is None or not token.user.is_active:
+        return None
+    # Touch last_used_at at most once a minute: no write per request.
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+class TokenHeader(APIKeyHeader):
+    param_name = "X-Api-Key"
+
+    def authenticate(self, request, key):
+        user = _user_for_key(key)
+        if user is not None:
+            request.user = user
+        return user
+
+
+class TokenBearer(HttpBearer):
+    def authenticate(self, request, token):
+        user = _user_for_key(token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+api = NinjaAPI(
+    title="HITL API",
+    version="1",
+    urls_namespace="api-v1",
+    auth=[TokenBearer(), TokenHeader(), django_auth],
+)
+
+
+@api.exception_handler(services.ServiceError)
+def _service_error(request, exc: services.ServiceError):
+    return api.create_response(request, {"detail": exc.message}, status=exc.status_code)
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request, exc):
+    return api.create_response(request, {"detail": "Request body too large."}, status=413)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    return api.create_response(
+        request, {"detail": "Authentication required: send a token (Authorization: Bearer …)."}, status=401
+    )
+
+
+# --- schemas --------------------------------------------------------------------
+
+
+class StartThreadIn(Schema):
+    graph: str
+    input: dict[str, Any] = {}
+    title: str = ""
+    reviewer_group: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+class StartRunIn(Schema):
+    input: dict[str, Any] = {}
+
+
+class DecisionIn(Schema):
+    type: str
+    args: Any = None
+
+
+class Error(Schema):
+    detail: str
+
+
+# --- serialization --------------------------------------------------------------
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    return {
+        "id": str(run.pk),
+        "thread_id": str(run.thread_id),
+        "kind": run.kind,
+        "status": run.status,
+        "input": run.input,
+        "result": run.result,
+        "error": run.error,
+        "attempts": run.attempts,
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
+def interrupt_json(row: HumanInterrupt) -> dict[str, Any]:
+    return {
+        "id": str(row.pk),
+        "thread_id": str(row.thread_id),
+        "run_id": str(row.run_id),
+        "interrupt_id": row.interrupt_id,
+        "position": row.position,
+        "kind": row.kind,
+        "action_request": {"action": row.action, "args": row.args},
+        "config": {
+            "allow_accept": row.allow_accept,
+            "allow_edit": row.allow_edit,
+            "allow_respond": row.allow_respond,
+            "allow_ignore": row.allow_ignore,
+        },
+        "description": row.description,
+        "value": row.raw_value,
+        "reviewer_group": row.reviewer_group.name if row.reviewer_group_id else None,
+        "status": row.status,
+        "response": {"type": row.response_type, "args": row.response_args} if row.response_type else None,
+        "responded_by": row.responded_by.get_username() if row.responded_by_id else None,
+        "responded_at": row.responded_at.isoformat() if row.responded_at else None,
+        "created_at": row.created_at.isoformat(),
+    }
+
+
+def thread_json(thread: Thread, *, with_details: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": str(thread.pk),
+        "graph": thread.graph,
+        "title": thread.title,
+        "status": thread.status,
+        "metadata": thread.metadata,
+        "created_at": thread.created_at.isoformat(),
+        "updated_at": thread.updated_at.isoformat(),
+    }
+    if with_details:
+        data["interrupts"] = [interrupt_json(r) for r in thread_pending_interrupts(thread).select_related("responded_by")]
+        latest = thread.runs.order_by("-created_at").first()
+        data["latest_run"] = run_json(latest) if latest else None
+    return data
+
+
+def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is None or not user_can_view_thread(request.user, thread):
+        raise services.NotFound("No such thread.")
+    return thread
+
+
+# --- endpoints ------------------------------------------------------------------
+
+
+@api.get("/graphs", response={200: list[str]})
+def graphs(request):
+    return registry.names()
+
+
+@api.post("/threads", response={201: dict, 400: Error, 401: Error})
+def thread_start(request, body: StartThreadIn):
+    group = None
+    if body.reviewer_group:
+        group = Group.objects.filter(name=body.reviewer_group).first()
+        if group is None:
+            raise services.Invalid(f"Unknown reviewer group {body.reviewer_group!r}.")
+    run = services.run_start(
+        graph=body.graph,
+        input=body.input,
+        user=request.user,
+        title=body.title,
+        reviewer_group=group,
+        metadata=body.metadata,
+    )
+    return 201, {"thread_id": str(run.thread_id), "run_id": str(run.pk), "status": run.status}
+
+
+@api.post("/threads/{thread_id}/runs", response={201: dict, 400: Error, 404: Error, 409: Error})
+def thread_run(request, thread_id: uuid.UUID, body: StartRunIn):
+    thread = _thread_for(request, thread_id)
+    run = services.run_start(graph=thread.graph, input=body.input, user=request.user, thread=thread)
+    return 201, {"thread_id": str(thread.pk), "run_id": str(run.pk), "status": run.status}
+
+
+@api.get("/threads/{thread_id}", response={200: dict, 404: Error})
+def thread_detail(request, thread_id: uuid.UUID):
+    return thread_json(_thread_for(request, thread_id))
+
+
+@api.post("/threads/{thread_id}/cancel", response={200: dict, 403: Error, 404: Error})
+def thread_cancel(request, thread_id: uuid.UUID):
+    thread = services.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
+    return thread_json(thread)
+
+
+@api.get("/runs/{run_id}", response={200: dict, 404: Error})
+def run_detail(request, run_id: uuid.UUID):
+    run = Run.objects.select_related("thread").filter(pk=run_id).first()
+    if run is None or not user_can_view_thread(request.user, run.thread):
+        raise services.NotFound("No such run.")
+    return run_json(run)
+
+
+@api.get("/interrupts", response={200: list[dict]})
+def interrupt_list(request, status: str = "pending", limit: int = 50):
+    rows = interrupt_list_for_reviewer(request.user)
+    if status != "all":
+        rows = rows.filter(status=status)
+    return [interrupt_json(r) for r in rows[: max(1, min(limit, 200))]]
+
+
+@api.get("/interrupts/{interrupt_id}", response={200: dict, 404: Error})
+def interrupt_detail(request, interrupt_id: uuid.UUID):
+    row = get_object_or_404(HumanInterrupt.objects.select_related("reviewer_group", "responded_by"), pk=interrupt_id)
+    if not (user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)):
+        raise services.NotFound("No such interrupt.")
+    return interrupt_json(row)
+
+
+@api.post(
+    "/interrupts/{interrupt_id}/decision",
+    response={200: dict, 400: Error, 403: Error, 404: Error, 409: Error},
+)
+def interrupt_decide(request, interrupt_id: uuid.UUID, body: DecisionIn):
+    row = services.interrupt_resolve(
+        interrupt_id=interrupt_id, user=request.user, response_type=body.type, args=body.args
+    )
+    return interrupt_json(row)

@@ -1,0 +1,30 @@
+"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
+
+import asyncio
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_asgi = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from hitl import events  # noqa: E402
+from hitl.routing import websocket_urlpatterns  # noqa: E402
+
+router = ProtocolTypeRouter(
+    {
+        "http": django_asgi,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)
+
+
+async def application(scope, receive, send):
+    # In-process runs publish live events on the server's own loop.
+    events.publisher.bind_loop(asyncio.get_running_loop())
+    return await router(scope, receive, send)

@@ -1,0 +1,41 @@
+"""Hand a run to whatever executes runs: Celery workers, or this process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections
+
+log = logging.getLogger(__name__)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _inprocess(run_id: Any) -> None:
+    from hitl.tasks import execute_run
+
+    close_old_connections()
+    try:
+        execute_run(str(run_id), worker=f"inprocess-{threading.get_ident()}")
+    except Exception:
+        log.exception("run %s failed in-process", run_id)
+    finally:
+        close_old_connections()
+
+
+def enqueue_run(run_id: Any) -> None:
+    """Send a run to its executor; called after the creating transaction commits."""
+    if settings.HITL_EXECUTOR == "celery":
+        from hitl.tasks import run_execute
+
+        run_execute.apply_async(args=[str(run_id)])
+        return
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run")
+    _pool.submit(_inprocess, run_id)

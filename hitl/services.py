@@ -1,0 +1,364 @@
+"""State changes. Each one locks, mutates, and announces after commit."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils import timezone
+
+from agents import contract
+from hitl import dispatch, events
+from hitl.models import HumanInterrupt, Run, Thread
+from hitl.registry import registry
+from hitl.selectors import default_reviewer_group, user_can_review, user_can_view_thread
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    status_code = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class Invalid(ServiceError):
+    status_code = 400
+
+
+class Forbidden(ServiceError):
+    status_code = 403
+
+
+class NotFound(ServiceError):
+    status_code = 404
+
+
+class Conflict(ServiceError):
+    status_code = 409
+
+
+# --- threads and runs -------------------------------------------------------------
+
+
+def _announce_thread(thread: Thread) -> None:
+    status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
+    transaction.on_commit(
+        lambda: events.publish_thread_changed(thread_id=thread_id, status=status, requester_id=requester_id)
+    )
+
+
+def _enqueue(run: Run) -> None:
+    run_id = run.pk
+    transaction.on_commit(lambda: dispatch.enqueue_run(run_id))
+
+
+def run_start(
+    *,
+    graph: str,
+    input: Any,
+    user,
+    thread: Thread | None = None,
+    title: str = "",
+    reviewer_group: Group | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Run:
+    """Start a run: on a new thread, or on an existing idle/done/error thread."""
+    if graph not in registry.targets:
+        raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
+    if input is None:
+        input = {}
+    if not isinstance(input, dict):
+        raise Invalid("Run input must be a JSON object.")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise Invalid("Thread metadata must be a JSON object.")
+    with transaction.atomic():
+        if thread is None:
+            thread = Thread.objects.create(
+                graph=graph,
+                title=(title or graph)[:200],
+                requester=user if user and user.is_authenticated else None,
+                reviewer_group=reviewer_group,
+                metadata=metadata or {},
+                status=Thread.Status.BUSY,
+            )
+        else:
+            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            if not user_can_view_thread(user, thread):
+                raise NotFound("No such thread.")
+            if thread.graph != graph:
+                raise Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
+            if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
+                raise Conflict(f"The thread is {thread.status}; answer or cancel it before starting a new run.")
+            thread.status = Thread.Status.BUSY
+            thread.save(update_fields=["status", "updated_at"])
+        run = Run.objects.create(thread=thread, kind=Run.Kind.START, input=input, created_by=user if user and user.is_authenticated else None)
+        _announce_thread(thread)
+        _enqueue(run)
+    return run
+
+
+def thread_cancel(*, thread: Thread, user) -> Thread:
+    """Cancel pending interrupts and in-flight runs; a running run stops at its next step."""
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        if not (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")):
+            raise Forbidden("Only the requester or an admin can cancel this thread.")
+        now = timezone.now()
+        pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
+        thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
+        thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
+        thread.status = Thread.Status.IDLE
+        thread.save(update_fields=["status", "updated_at"])
+        for pk, group_id in pending:
+            transaction.on_commit(
+                lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
+                    thread_id=thread.pk, interrupt_id=pk, reviewer_group_id=group_id, status="cancelled"
+                )
+            )
+        _announce_thread(thread)
+    return thread
+
+
+# --- deciding ---------------------------------------------------------------------
+
+
+def _request_of(row: HumanInterrupt) -> contract.Request:
+    _, requests = contract.requests_for(row.raw_value, row.response_schema)
+    request = requests[row.position] if row.position < len(requests) else requests[0]
+    # The row is the source of truth for what is allowed (admins may have changed it).
+    request.allow_accept, request.allow_edit = row.allow_accept, row.allow_edit
+    request.allow_respond, request.allow_ignore = row.allow_respond, row.allow_ignore
+    request.args_schema = row.args_schema
+    return request
+
+
+def interrupt_resolve(*, interrupt_id: Any, user, response_type: str, args: Any = None) -> HumanInterrupt:
+    """Answer one interrupt; resume the thread once every interrupt of its run is answered."""
+    try:
+        interrupt_id = uuid.UUID(str(interrupt_id))
+    except ValueError:
+        raise NotFound("No such interrupt.") from None
+    thread_id = HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+    if thread_id is None:
+        raise NotFound("No such interrupt.")
+    with transaction.atomic():
+        # Lock the thread first: decisions on one thread are serialized, so exactly one
+        # of them sees "nothing left pending" and enqueues the resume.
+        thread = Thread.objects.select_for_update().get(pk=thread_id)
+        row = HumanInterrupt.objects.select_for_update(of=("self",)).select_related("responded_by").get(pk=interrupt_id)
+        if not user_can_review(user, row):
+            if user_can_view_thread(user, thread):
+                raise Forbidden("This interrupt is routed to a reviewer group you are not in.")
+            raise NotFound("No such interrupt.")
+        if row.status != HumanInterrupt.Status.PENDING:
+            if row.status == HumanInterrupt.Status.RESOLVED:
+                who = row.responded_by.get_username() if row.responded_by else "someone"
+                raise Conflict(f"Already answered by {who}.")
+            raise Conflict(f"This interrupt is {row.status}.")
+        try:
+            normalized = contract.check_response(_request_of(row), response_type, args)
+        except contract.ContractError as exc:
+            raise Invalid(str(exc)) from None
+        row.status = HumanInterrupt.Status.RESOLVED
+        row.response_type = response_type
+        row.response_args = normalized
+        row.responded_by = user
+        row.responded_at = timezone.now()
+        row.save(update_fields=["status", "response_type", "response_args", "responded_by", "responded_at"])
+
+        siblings = list(HumanInterrupt.objects.filter(run_id=row.run_id).order_by("interrupt_id", "position"))
+        by_interrupt: dict[str, list[HumanInterrupt]] = {}
+        for sibling in siblings:
+            by_interrupt.setdefault(sibling.interrupt_id, []).append(sibling)
+        # The graph's own response_schema is checked as soon as one interrupt is complete.
+        mine = by_interrupt[row.interrupt_id]
+        if all(s.status == HumanInterrupt.Status.RESOLVED for s in mine):
+            value = _resume_value(mine)
+            try:
+                contract.check_resume_schema(row.response_schema, value)
+            except contract.ContractError as exc:
+                raise Invalid(str(exc)) from None
+
+        transaction.on_commit(
+            lambda: events.publish_interrupt_changed(
+                thread_id=thread.pk,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
+                status=row.status,
+                responded_by=user.get_username(),
+            )
+        )
+        if any(s.status == HumanInterrupt.Status.PENDING for s in siblings):
+            return row
+        resume = {
+            interrupt: _resume_value(rows)
+            for interrupt, rows in by_interrupt.items()
+            if all(r.status == HumanInterrupt.Status.RESOLVED for r in rows)
+        }
+        if not resume:  # every interrupt was cancelled or expired without an answer
+            return row
+        run = Run.objects.create(thread=thread, kind=Run.Kind.RESUME, input={"resume": resume}, created_by=user)
+        thread.status = Thread.Status.BUSY
+        thread.save(update_fields=["status", "updated_at"])
+        _announce_thread(thread)
+        _enqueue(run)
+    return row
+
+
+def _resume_value(rows: list[HumanInterrupt]) -> Any:
+    answers = [(_request_of(r), r.response_type, r.response_args) for r in rows]
+    return contract.resume_value(rows[0].kind, rows[0].raw_value, answers)
+
+
+# --- the worker side ----------------------------------------------------------------
+
+
+def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
+    """Take the lease on a run. Returns (run, 0) when claimed, (None, 0) when there is
+    nothing to do, or (None, seconds) when another worker holds a live lease."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("thread").filter(pk=run_id).first()
+        if run is None or run.status in Run.TERMINAL:
+            return None, 0.0
+        if (
+            run.status == Run.Status.RUNNING
+            and run.lease_owner
+            and run.lease_owner != worker
+            and run.lease_expires_at
+            and run.lease_expires_at > now
+        ):
+            return None, (run.lease_expires_at - now).total_seconds()
+        run.status = Run.Status.RUNNING
+        run.lease_owner = worker
+        run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+        run.attempts += 1
+        run.started_at = run.started_at or now
+        run.save(update_fields=["status", "lease_owner", "lease_expires_at", "attempts", "started_at"])
+    return run, 0.0
+
+
+def run_heartbeat(*, run_id: Any, worker: str) -> bool:
+    """Extend the lease; False when the run was cancelled or taken over."""
+    expires = timezone.now() + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+    return bool(
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).update(
+            lease_expires_at=expires
+        )
+    )
+
+
+def run_is_current(*, run_id: Any, worker: str) -> bool:
+    return Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).exists()
+
+
+def _group_for(name: str | None, thread: Thread, cache: dict[str, Group | None]) -> Group:
+    if name:
+        if name not in cache:
+            cache[name] = Group.objects.filter(name=name).first()
+        if cache[name] is not None:
+            return cache[name]
+        log.warning("interrupt routed to unknown reviewer group %r; using the default", name)
+    return thread.reviewer_group or default_reviewer_group()
+
+
+def run_finish(
+    *,
+    run_id: Any,
+    worker: str,
+    interrupts: list[tuple[str, Any, Any]],
+    result: Any,
+) -> Run | None:
+    """Record the end of a run: interrupted (with one row per pending request) or done."""
+    now = timezone.now()
+    created: list[HumanInterrupt] = []
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status != Run.Status.RUNNING or run.lease_owner != worker:
+            return None  # cancelled, or another worker took over: its outcome counts
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        groups: dict[str, Group | None] = {}
+        for interrupt_id, value, schema in interrupts:
+            kind, requests = contract.requests_for(value, schema)
+            for request in requests:
+                defaults = {
+                    "run": run,
+                    "kind": kind,
+                    "raw_value": value,
+                    "response_schema": schema,
+                    "action": request.action[:200],
+                    "args": request.args,
+                    "args_schema": request.args_schema,
+                    "description": request.description,
+                    "allow_accept": request.allow_accept,
+                    "allow_edit": request.allow_edit,
+                    "allow_respond": request.allow_respond,
+                    "allow_ignore": request.allow_ignore,
+                    "reviewer_group": _group_for(request.reviewer_group, thread, groups),
+                    "expires_at": now + timedelta(seconds=request.expires_in) if request.expires_in else None,
+                }
+                # A redelivered run finds the rows it made before: no duplicates.
+                row, was_created = HumanInterrupt.objects.get_or_create(
+                    thread=thread, interrupt_id=interrupt_id, position=request.position, defaults=defaults
+                )
+                if was_created:
+                    created.append(row)
+        run.status = Run.Status.INTERRUPTED if interrupts else Run.Status.SUCCESS
+        run.result = result
+        run.finished_at = now
+        run.lease_owner = ""
+        run.lease_expires_at = None
+        run.save(update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"])
+        thread.status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
+        thread.save(update_fields=["status", "updated_at"])
+        for row in created:
+            transaction.on_commit(
+                lambda row=row: events.publish_interrupt_changed(
+                    thread_id=row.thread_id, interrupt_id=row.pk, reviewer_group_id=row.reviewer_group_id, status="pending"
+                )
+            )
+        _announce_thread(thread)
+    return run
+
+
+def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
+    """Record a failed run; the thread shows the error until a new run starts."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status in Run.TERMINAL or (run.lease_owner and run.lease_owner != worker):
+            return None
+        run.status = Run.Status.ERROR
+        run.error = error[:10_000]
+        run.finished_at = timezone.now()
+        run.lease_owner = ""
+        run.lease_expires_at = None
+        run.save(update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"])
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        thread.status = Thread.Status.ERROR
+        thread.save(update_fields=["status", "updated_at"])
+        _announce_thread(thread)
+    return run
+
+
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "Invalid",
+    "NotFound",
+    "ServiceError",
+    "interrupt_resolve",
+    "run_claim",
+    "run_fail",
+    "run_finish",
+    "run_heartbeat",
+    "run_start",
+    "thread_cancel",
+]

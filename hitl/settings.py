@@ -1,0 +1,193 @@
+"""One settings module, driven by environment variables.
+
+With no DATABASE_URL / REDIS_URL the app runs embedded: SQLite, a SQLite
+checkpointer, the in-memory channel layer and runs executed in-process.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+
+from hitl.env import envbool, envfloat, envint, envlist, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(envstr("HITL_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = envstr("SECRET_KEY")
+if not SECRET_KEY:
+    # Embedded default: a per-install key kept under var/, never committed.
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        from django.utils.crypto import get_random_string
+
+        key_file.write_text(get_random_string(64))
+    SECRET_KEY = key_file.read_text().strip()
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "hitl",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "hitl.urls"
+ASGI_APPLICATION = "hitl.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = envstr("DATABASE_URL")
+EMBEDDED = not DATABASE_URL
+if EMBEDDED:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "hitl.sqlite3",
+            # WAL + a busy timeout so the in-process run executor and requests coexist.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+else:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", 60))}
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
+MEDIA_URL = "media/"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# Every body has a cap: JSON API bodies and form posts alike.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("HITL_MAX_BODY_BYTES", 1_000_000)
+FILE_UPLOAD_MAX_MEMORY_SIZE = envint("HITL_MAX_UPLOAD_BYTES", 10_000_000)
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+
+REDIS_URL = envstr("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Runs execute on Celery workers when a broker is configured; otherwise in this
+# process, on a small thread pool, off the request path.
+HITL_EXECUTOR = envstr("HITL_EXECUTOR", "celery" if REDIS_URL else "inprocess")
+HITL_INPROCESS_WORKERS = envint("HITL_INPROCESS_WORKERS", 2)
+
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", REDIS_URL or "memory://")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"hitl.tasks.run_execute": {"queue": "runs"}}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # An unacked run whose worker vanished is handed out again after this long.
+    "visibility_timeout": envint("HITL_VISIBILITY_TIMEOUT", 3600),
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Checkpointer: Postgres when the app uses Postgres, SQLite file otherwise.
+HITL_CHECKPOINT_URL = envstr(
+    "HITL_CHECKPOINT_URL", DATABASE_URL or f"sqlite:///{VAR_DIR / 'checkpoints.sqlite3'}"
+)
+HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
+
+# Graph registry, like langgraph.json: name -> "module:attr".
+HITL_GRAPHS = {
+    "approval": "agents.graphs.examples:approval_graph",
+    "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
+    "middleware_review": "agents.graphs.examples:middleware_graph",
+    "raw_question": "agents.graphs.examples:raw_graph",
+}
+for entry in envlist("HITL_EXTRA_GRAPHS"):
+    name, _, target = entry.partition("=")
+    HITL_GRAPHS[name.strip()] = target.strip()
+HITL_DEFAULT_GRAPH = envstr("HITL_DEFAULT_GRAPH", "approval")
+
+HITL_DEFAULT_REVIEWER_GROUP = envstr("HITL_DEFAULT_REVIEWER_GROUP", "reviewers")
+# A run's lease: a worker heartbeats it; an expired lease lets another worker take over.
+HITL_RUN_LEASE_SECONDS = envfloat("HITL_RUN_LEASE_SECONDS", 60.0)
+HITL_RUN_TIME_LIMIT = envint("HITL_RUN_TIME_LIMIT", 600)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}
+
+HITL_HOST = envstr("HITL_HOST", "127.0.0.1")
+HITL_PORT = envint("HITL_PORT", 8000)

@@ -1,0 +1,165 @@
+"""The only bridge that runs a graph for Django: claim a run, stream it, record the end."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+from django.db import close_old_connections, connection
+from langgraph.types import Command
+
+from agents.checkpoint import get_checkpointer
+from hitl import agui, events, services
+from hitl.models import Run
+from hitl.registry import registry
+
+log = logging.getLogger(__name__)
+
+_ALREADY_DONE = object()
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def checkpointer() -> Any:
+    return get_checkpointer(settings.HITL_CHECKPOINT_URL, settings.HITL_CHECKPOINT_POOL_SIZE)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return str(value)
+
+
+def jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=_json_default))
+
+
+def _schema_json(schema: Any) -> dict[str, Any] | None:
+    if schema is None or isinstance(schema, dict):
+        return schema
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(schema).json_schema()
+    except Exception:
+        return None
+
+
+def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
+    """What to stream for this run, so a redelivered run continues instead of repeating.
+
+    A checkpoint tagged with this run id means an earlier attempt already made
+    progress: continue from it (input None) or, if it already paused or ended, just
+    record that. Resume values go only to interrupts that are still pending.
+    """
+    state = graph.get_state(config)
+    mine = (state.metadata or {}).get("hitl_run_id") == str(run.id)
+    if run.kind == Run.Kind.RESUME:
+        pending = {i.id for i in state.interrupts}
+        resume = {k: v for k, v in (run.input.get("resume") or {}).items() if k in pending}
+        if resume:
+            return Command(resume=resume)
+    if mine or run.kind == Run.Kind.RESUME:
+        if state.interrupts or not state.next:
+            return _ALREADY_DONE
+        return None
+    return run.input
+
+
+class _Heartbeat(threading.Thread):
+    """Keeps the run's lease alive; notices cancellation or a takeover."""
+
+    def __init__(self, run_id: str, worker: str):
+        super().__init__(name=f"hitl-heartbeat-{run_id}", daemon=True)
+        self.run_id, self.worker = run_id, worker
+        self.stop_event = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        interval = max(settings.HITL_RUN_LEASE_SECONDS / 3, 0.2)
+        try:
+            while not self.stop_event.wait(interval):
+                if not services.run_heartbeat(run_id=self.run_id, worker=self.worker):
+                    self.lost = True
+                    return
+        finally:
+            connection.close()
+
+
+def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
+    """Run or continue one run. Returns (outcome, retry_after_seconds)."""
+    run, retry_after = services.run_claim(run_id=run_id, worker=worker)
+    if run is None:
+        return ("busy" if retry_after else "skipped"), retry_after
+    thread = run.thread
+    config: dict[str, Any] = {
+        "configurable": {"thread_id": str(thread.pk)},
+        "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
+        "recursion_limit": 100,
+    }
+    heartbeat = _Heartbeat(str(run.pk), worker)
+    heartbeat.start()
+    started = time.monotonic()
+    try:
+        graph = registry.get(thread.graph, checkpointer())
+        graph_input = _graph_input(graph, config, run)
+        events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
+        if graph_input is not _ALREADY_DONE:
+            for mode, chunk in graph.stream(
+                graph_input, config, stream_mode=["updates", "messages"], durability="sync"
+            ):
+                for event in agui.events_for_chunk(mode, chunk):
+                    events.publish_thread_event(thread.pk, event)
+                if mode == "updates" and (heartbeat.lost or not services.run_is_current(run_id=run.pk, worker=worker)):
+                    log.info("run %s stopped: cancelled or taken over", run.pk)
+                    return "cancelled", 0.0
+        state = graph.get_state(config)
+        interrupts = [(i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts]
+        result = None if interrupts else jsonable(state.values)
+        finished = services.run_finish(run_id=run.pk, worker=worker, interrupts=interrupts, result=result)
+        if finished is None:
+            return "cancelled", 0.0
+        events.publish_thread_event(
+            thread.pk, agui.run_finished(thread.pk, run.pk, interrupts=interrupts, result=result)
+        )
+        log.info("run %s %s in %.1f ms", run.pk, finished.status, (time.monotonic() - started) * 1000)
+        return finished.status, 0.0
+    except Exception as exc:
+        log.exception("run %s failed", run.pk)
+        services.run_fail(run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc)))
+        events.publish_thread_event(thread.pk, agui.run_error(str(exc)))
+        return "error", 0.0
+    finally:
+        heartbeat.stop_event.set()
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+    time_limit=settings.HITL_RUN_TIME_LIMIT + 30,
+    soft_time_limit=settings.HITL_RUN_TIME_LIMIT,
+)
+def run_execute(self, run_id: str) -> str:
+    """Execute a run on a Celery worker (ids only, JSON)."""
+    close_old_connections()
+    outcome, retry_after = execute_run(run_id, worker=worker_id())
+    if retry_after:
+        # Another worker holds a live lease; look again once it could have expired.
+        raise self.retry(countdown=min(retry_after + 1, 60))
+    return outcome
