@@ -114,8 +114,12 @@ def _from_human_interrupt(position: int, value: dict[str, Any]) -> Request:
         allow_edit=bool(config.get("allow_edit")),
         allow_respond=bool(config.get("allow_respond")),
         allow_ignore=bool(config.get("allow_ignore")),
-        args_schema=value.get("args_schema") if isinstance(value.get("args_schema"), dict) else None,
-        reviewer_group=value.get("reviewer_group") if isinstance(value.get("reviewer_group"), str) else None,
+        args_schema=value.get("args_schema")
+        if isinstance(value.get("args_schema"), dict)
+        else None,
+        reviewer_group=value.get("reviewer_group")
+        if isinstance(value.get("reviewer_group"), str)
+        else None,
         expires_in=_number_or_none(value.get("expires_in")),
         extra={k: v for k, v in value.items() if k in ("clarification", "tool_call_id")},
     )
@@ -163,9 +167,7 @@ def requests_for(value: Any, response_schema: Any = None) -> tuple[str, list[Req
     if kind == KIND_HUMAN_INTERRUPT_LIST:
         return kind, [_from_human_interrupt(i, v) for i, v in enumerate(value)]
     if kind == KIND_HITL_REQUEST:
-        configs = {
-            c.get("action_name"): c for c in value["review_configs"] if isinstance(c, dict)
-        }
+        configs = {c.get("action_name"): c for c in value["review_configs"] if isinstance(c, dict)}
         requests = []
         for i, action_request in enumerate(value["action_requests"]):
             name = str(action_request.get("name", ""))
@@ -177,7 +179,9 @@ def requests_for(value: Any, response_schema: Any = None) -> tuple[str, list[Req
                     action=name,
                     args=args if isinstance(args, dict) else {},
                     description=str(action_request.get("description") or ""),
-                    args_schema=config.get("args_schema") if isinstance(config.get("args_schema"), dict) else None,
+                    args_schema=config.get("args_schema")
+                    if isinstance(config.get("args_schema"), dict)
+                    else None,
                     **_flags_from_decisions(list(config.get("allowed_decisions") or [])),
                 )
             )
@@ -232,7 +236,9 @@ def check_response(request: Request, response_type: str, args: Any) -> Any:
         )
     if response_type not in request.allowed_types:
         allowed = ", ".join(request.allowed_types) or "nothing"
-        raise ContractError(f"This interrupt does not allow {response_type!r} (allowed: {allowed}).")
+        raise ContractError(
+            f"This interrupt does not allow {response_type!r} (allowed: {allowed})."
+        )
     if response_type in ("accept", "ignore"):
         return None
     if response_type == "response":
@@ -247,7 +253,9 @@ def _check_edit(request: Request, args: Any) -> dict[str, Any]:
         try:
             args = json.loads(args)
         except json.JSONDecodeError as exc:
-            raise ContractError(f"Edit is not valid JSON: {exc.msg} at position {exc.pos}.") from None
+            raise ContractError(
+                f"Edit is not valid JSON: {exc.msg} at position {exc.pos}."
+            ) from None
     if not isinstance(args, dict):
         raise ContractError("An edit must be an object {action, args}.")
     action = args.get("action", request.action)
@@ -261,12 +269,16 @@ def _check_edit(request: Request, args: Any) -> dict[str, Any]:
         errors = sorted(validator.iter_errors(edited), key=lambda e: list(e.path))
         if errors:
             where = "/".join(str(p) for p in errors[0].path) or "args"
-            raise ContractError(f"Edited args do not match the tool's schema at {where}: {errors[0].message}")
+            raise ContractError(
+                f"Edited args do not match the tool's schema at {where}: {errors[0].message}"
+            )
     else:
         # No schema: edits keep the proposed keys and their JSON types.
         for key, value in edited.items():
             if key not in request.args:
-                raise ContractError(f"Unknown argument {key!r}; the action takes {', '.join(request.args) or 'none'}.")
+                raise ContractError(
+                    f"Unknown argument {key!r}; the action takes {', '.join(request.args) or 'none'}."
+                )
             proposed = request.args[key]
             if proposed is not None and _json_type(value) != _json_type(proposed):
                 raise ContractError(
@@ -279,7 +291,9 @@ def _human_response(response_type: str, args: Any) -> dict[str, Any]:
     return {"type": response_type, "args": args}
 
 
-def _decision(request_action: str, response_type: str, args: Any, allow_respond_decision: bool) -> dict[str, Any]:
+def _decision(
+    request_action: str, response_type: str, args: Any, allow_respond_decision: bool
+) -> dict[str, Any]:
     if response_type == "accept":
         return {"type": "approve"}
     if response_type == "edit":
@@ -300,7 +314,11 @@ def resume_value(kind: str, raw_value: Any, answers: list[tuple[Request, str, An
     if kind == KIND_HUMAN_INTERRUPT_LIST:
         return [_human_response(t, a) for _, t, a in answers]
     if kind == KIND_HITL_REQUEST:
-        configs = {c.get("action_name"): c for c in raw_value.get("review_configs", []) if isinstance(c, dict)}
+        configs = {
+            c.get("action_name"): c
+            for c in raw_value.get("review_configs", [])
+            if isinstance(c, dict)
+        }
         decisions = []
         for request, response_type, args in answers:
             allowed = configs.get(request.action, {}).get("allowed_decisions") or []

@@ -41,7 +41,15 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(HumanInterrupt)
 class HumanInterruptAdmin(admin.ModelAdmin):
-    list_display = ("action", "kind", "thread", "status", "reviewer_group", "response_type", "created_at")
+    list_display = (
+        "action",
+        "kind",
+        "thread",
+        "status",
+        "reviewer_group",
+        "response_type",
+        "created_at",
+    )
     list_filter = ("status", "kind", "reviewer_group")
     search_fields = ("action", "thread__title", "interrupt_id")
     list_select_related = ("thread", "reviewer_group")

@@ -11,7 +11,12 @@ def _now_ms() -> int:
 
 
 def run_started(thread_id: Any, run_id: Any) -> dict[str, Any]:
-    return {"type": "RUN_STARTED", "threadId": str(thread_id), "runId": str(run_id), "timestamp": _now_ms()}
+    return {
+        "type": "RUN_STARTED",
+        "threadId": str(thread_id),
+        "runId": str(run_id),
+        "timestamp": _now_ms(),
+    }
 
 
 def run_finished(

@@ -14,7 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError
 from ninja.security import APIKeyHeader, HttpBearer, django_auth
 
@@ -81,7 +81,9 @@ def _too_big(request, exc):
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
     return api.create_response(
-        request, {"detail": "Authentication required: send a token (Authorization: Bearer …)."}, status=401
+        request,
+        {"detail": "Authentication required: send a token (Authorization: Bearer …)."},
+        status=401,
     )
 
 
@@ -147,7 +149,9 @@ def interrupt_json(row: HumanInterrupt) -> dict[str, Any]:
         "value": row.raw_value,
         "reviewer_group": row.reviewer_group.name if row.reviewer_group_id else None,
         "status": row.status,
-        "response": {"type": row.response_type, "args": row.response_args} if row.response_type else None,
+        "response": {"type": row.response_type, "args": row.response_args}
+        if row.response_type
+        else None,
         "responded_by": row.responded_by.get_username() if row.responded_by_id else None,
         "responded_at": row.responded_at.isoformat() if row.responded_at else None,
         "created_at": row.created_at.isoformat(),
@@ -165,7 +169,10 @@ def thread_json(thread: Thread, *, with_details: bool = True) -> dict[str, Any]:
         "updated_at": thread.updated_at.isoformat(),
     }
     if with_details:
-        data["interrupts"] = [interrupt_json(r) for r in thread_pending_interrupts(thread).select_related("responded_by")]
+        data["interrupts"] = [
+            interrupt_json(r)
+            for r in thread_pending_interrupts(thread).select_related("responded_by")
+        ]
         latest = thread.runs.order_by("-created_at").first()
         data["latest_run"] = run_json(latest) if latest else None
     return data
@@ -201,14 +208,16 @@ def thread_start(request, body: StartThreadIn):
         reviewer_group=group,
         metadata=body.metadata,
     )
-    return 201, {"thread_id": str(run.thread_id), "run_id": str(run.pk), "status": run.status}
+    return Status(
+        201, {"thread_id": str(run.thread_id), "run_id": str(run.pk), "status": run.status}
+    )
 
 
 @api.post("/threads/{thread_id}/runs", response={201: dict, 400: Error, 404: Error, 409: Error})
 def thread_run(request, thread_id: uuid.UUID, body: StartRunIn):
     thread = _thread_for(request, thread_id)
     run = services.run_start(graph=thread.graph, input=body.input, user=request.user, thread=thread)
-    return 201, {"thread_id": str(thread.pk), "run_id": str(run.pk), "status": run.status}
+    return Status(201, {"thread_id": str(thread.pk), "run_id": str(run.pk), "status": run.status})
 
 
 @api.get("/threads/{thread_id}", response={200: dict, 404: Error})
@@ -240,7 +249,9 @@ def interrupt_list(request, status: str = "pending", limit: int = 50):
 
 @api.get("/interrupts/{interrupt_id}", response={200: dict, 404: Error})
 def interrupt_detail(request, interrupt_id: uuid.UUID):
-    row = get_object_or_404(HumanInterrupt.objects.select_related("reviewer_group", "responded_by"), pk=interrupt_id)
+    row = get_object_or_404(
+        HumanInterrupt.objects.select_related("reviewer_group", "responded_by"), pk=interrupt_id
+    )
     if not (user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)):
         raise services.NotFound("No such interrupt.")
     return interrupt_json(row)

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.utils import timezone
 
 log = logging.getLogger(__name__)
 _pool: ThreadPoolExecutor | None = None
@@ -28,14 +29,31 @@ def _inprocess(run_id: Any) -> None:
 
 
 def enqueue_run(run_id: Any) -> None:
-    """Send a run to its executor; called after the creating transaction commits."""
-    if settings.HITL_EXECUTOR == "celery":
+    """Send a run to its executor; called after the creating transaction commits.
+
+    A failed send is logged, not raised: the run stays queued in the database and
+    the reaper re-sends it.
+    """
+    from hitl.models import Run
+
+    executor = settings.HITL_EXECUTOR
+    if executor == "manual":  # the caller drives runs itself (scripts, tests)
+        return
+    if executor == "celery":
         from hitl.tasks import run_execute
 
-        run_execute.apply_async(args=[str(run_id)])
+        try:
+            run_execute.apply_async(args=[str(run_id)], retry=False)
+        except Exception:
+            log.exception("could not enqueue run %s; the reaper will re-send it", run_id)
+            return
+        Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
         return
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run")
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run"
+            )
+    Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
     _pool.submit(_inprocess, run_id)

@@ -148,7 +148,12 @@ def publish_thread_event(thread_id: Any, event: dict[str, Any]) -> None:
 
 
 def publish_interrupt_changed(
-    *, thread_id: Any, interrupt_id: Any, reviewer_group_id: int | None, status: str, responded_by: str = ""
+    *,
+    thread_id: Any,
+    interrupt_id: Any,
+    reviewer_group_id: int | None,
+    status: str,
+    responded_by: str = "",
 ) -> None:
     message: InterruptChanged = {
         "type": "interrupt.changed",

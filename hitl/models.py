@@ -27,7 +27,11 @@ class Thread(models.Model):
     title = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
     requester = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="threads"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="threads",
     )
     reviewer_group = models.ForeignKey(
         Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -79,7 +83,12 @@ class Run(models.Model):
     # start: the graph input; resume: {"resume": {interrupt_id: value}}.
     input = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
+    # A structured final result the agent finished with (shown in the thread).
+    final_result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Signed POSTs on interrupt and completion (host must be allow-listed).
+    webhook = models.URLField(max_length=500, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -87,6 +96,8 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Last time the run was handed to the broker; the reaper re-sends stale queued runs.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -108,6 +119,12 @@ class Run(models.Model):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
+
+
+class ExpiryPolicy(models.TextChoices):
+    IGNORE = "ignore", "auto-ignore"
+    RESPOND = "respond", "auto-respond"
+    ESCALATE = "escalate", "escalate"
 
 
 class HumanInterruptQuerySet(models.QuerySet):
@@ -170,6 +187,14 @@ class HumanInterrupt(models.Model):
     )
     responded_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # What happens at expires_at: auto-ignore, auto-respond with expiry_message, or
+    # escalate to escalate_to. Blank means the reviewer group's policy applies.
+    expiry_policy = models.CharField(max_length=10, choices=ExpiryPolicy.choices, blank=True)
+    expiry_message = models.TextField(blank=True)
+    escalate_to = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    escalation_count = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = HumanInterruptQuerySet.as_manager()
@@ -230,7 +255,9 @@ class Artifact(models.Model):
 class ApiToken(models.Model):
     """A per-user API token; only its SHA-256 is stored."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(max_length=8)
     key_hash = models.CharField(max_length=64, unique=True)
@@ -247,5 +274,100 @@ class ApiToken(models.Model):
     @classmethod
     def issue(cls, *, user, name: str = "") -> tuple["ApiToken", str]:
         key = "hitl_" + secrets.token_urlsafe(32)
-        token = cls.objects.create(user=user, name=name, prefix=key[5:13], key_hash=cls.hash_key(key))
+        token = cls.objects.create(
+            user=user, name=name, prefix=key[5:13], key_hash=cls.hash_key(key)
+        )
         return token, key
+
+
+class ReviewerGroupPolicy(models.Model):
+    """Per reviewer group defaults: how long interrupts wait and what happens then."""
+
+    group = models.OneToOneField(Group, on_delete=models.CASCADE, related_name="hitl_policy")
+    expire_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    expiry_policy = models.CharField(
+        max_length=10, choices=ExpiryPolicy.choices, default=ExpiryPolicy.IGNORE
+    )
+    expiry_message = models.TextField(blank=True)
+    escalate_to = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"policy for {self.group}"
+
+
+class AuditEvent(models.Model):
+    """Append-only record of every transition; never edited or deleted by the app."""
+
+    class Kind(models.TextChoices):
+        INTERRUPT_CREATED = "interrupt.created"
+        INTERRUPT_ASSIGNED = "interrupt.assigned"
+        INTERRUPT_ANSWERED = "interrupt.answered"
+        INTERRUPT_EXPIRED = "interrupt.expired"
+        INTERRUPT_ESCALATED = "interrupt.escalated"
+        INTERRUPT_CANCELLED = "interrupt.cancelled"
+        RUN_STARTED = "run.started"
+        RUN_FINISHED = "run.finished"
+        RUN_FAILED = "run.failed"
+        RUN_RETRIED = "run.retried"
+        RUN_CANCELLED = "run.cancelled"
+        THREAD_CANCELLED = "thread.cancelled"
+
+    id = models.BigAutoField(primary_key=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    thread = models.ForeignKey(
+        Thread, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    interrupt = models.ForeignKey(
+        HumanInterrupt,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [
+            # a thread's audit trail in order
+            models.Index(fields=["thread", "created_at"], name="audit_thread_created"),
+            # analytics: decisions by kind over time
+            models.Index(fields=["kind", "created_at"], name="audit_kind_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class WebhookDelivery(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    event = models.CharField(max_length=32)
+    url = models.URLField(max_length=500)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    response_status = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # admin: failed deliveries first
+            models.Index(fields=["status", "-created_at"], name="webhook_status_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} -> {self.url} ({self.status})"

@@ -27,7 +27,10 @@ def user_can_review(user, interrupt: HumanInterrupt) -> bool:
         return False
     if user_can_review_all(user):
         return True
-    return interrupt.reviewer_group_id is not None and interrupt.reviewer_group_id in user_group_ids(user)
+    return (
+        interrupt.reviewer_group_id is not None
+        and interrupt.reviewer_group_id in user_group_ids(user)
+    )
 
 
 def user_can_view_thread(user, thread: Thread) -> bool:

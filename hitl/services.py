@@ -51,7 +51,9 @@ class Conflict(ServiceError):
 def _announce_thread(thread: Thread) -> None:
     status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
     transaction.on_commit(
-        lambda: events.publish_thread_changed(thread_id=thread_id, status=status, requester_id=requester_id)
+        lambda: events.publish_thread_changed(
+            thread_id=thread_id, status=status, requester_id=requester_id
+        )
     )
 
 
@@ -96,10 +98,17 @@ def run_start(
             if thread.graph != graph:
                 raise Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
             if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
-                raise Conflict(f"The thread is {thread.status}; answer or cancel it before starting a new run.")
+                raise Conflict(
+                    f"The thread is {thread.status}; answer or cancel it before starting a new run."
+                )
             thread.status = Thread.Status.BUSY
             thread.save(update_fields=["status", "updated_at"])
-        run = Run.objects.create(thread=thread, kind=Run.Kind.START, input=input, created_by=user if user and user.is_authenticated else None)
+        run = Run.objects.create(
+            thread=thread,
+            kind=Run.Kind.START,
+            input=input,
+            created_by=user if user and user.is_authenticated else None,
+        )
         _announce_thread(thread)
         _enqueue(run)
     return run
@@ -109,7 +118,9 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
     """Cancel pending interrupts and in-flight runs; a running run stops at its next step."""
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        if not (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")):
+        if not (
+            user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")
+        ):
             raise Forbidden("Only the requester or an admin can cancel this thread.")
         now = timezone.now()
         pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
@@ -120,7 +131,10 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
         for pk, group_id in pending:
             transaction.on_commit(
                 lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
-                    thread_id=thread.pk, interrupt_id=pk, reviewer_group_id=group_id, status="cancelled"
+                    thread_id=thread.pk,
+                    interrupt_id=pk,
+                    reviewer_group_id=group_id,
+                    status="cancelled",
                 )
             )
         _announce_thread(thread)
@@ -140,20 +154,28 @@ def _request_of(row: HumanInterrupt) -> contract.Request:
     return request
 
 
-def interrupt_resolve(*, interrupt_id: Any, user, response_type: str, args: Any = None) -> HumanInterrupt:
+def interrupt_resolve(
+    *, interrupt_id: Any, user, response_type: str, args: Any = None
+) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered."""
     try:
         interrupt_id = uuid.UUID(str(interrupt_id))
     except ValueError:
         raise NotFound("No such interrupt.") from None
-    thread_id = HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+    thread_id = (
+        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+    )
     if thread_id is None:
         raise NotFound("No such interrupt.")
     with transaction.atomic():
         # Lock the thread first: decisions on one thread are serialized, so exactly one
         # of them sees "nothing left pending" and enqueues the resume.
         thread = Thread.objects.select_for_update().get(pk=thread_id)
-        row = HumanInterrupt.objects.select_for_update(of=("self",)).select_related("responded_by").get(pk=interrupt_id)
+        row = (
+            HumanInterrupt.objects.select_for_update(of=("self",))
+            .select_related("responded_by")
+            .get(pk=interrupt_id)
+        )
         if not user_can_review(user, row):
             if user_can_view_thread(user, thread):
                 raise Forbidden("This interrupt is routed to a reviewer group you are not in.")
@@ -172,9 +194,19 @@ def interrupt_resolve(*, interrupt_id: Any, user, response_type: str, args: Any 
         row.response_args = normalized
         row.responded_by = user
         row.responded_at = timezone.now()
-        row.save(update_fields=["status", "response_type", "response_args", "responded_by", "responded_at"])
+        row.save(
+            update_fields=[
+                "status",
+                "response_type",
+                "response_args",
+                "responded_by",
+                "responded_at",
+            ]
+        )
 
-        siblings = list(HumanInterrupt.objects.filter(run_id=row.run_id).order_by("interrupt_id", "position"))
+        siblings = list(
+            HumanInterrupt.objects.filter(run_id=row.run_id).order_by("interrupt_id", "position")
+        )
         by_interrupt: dict[str, list[HumanInterrupt]] = {}
         for sibling in siblings:
             by_interrupt.setdefault(sibling.interrupt_id, []).append(sibling)
@@ -205,7 +237,9 @@ def interrupt_resolve(*, interrupt_id: Any, user, response_type: str, args: Any 
         }
         if not resume:  # every interrupt was cancelled or expired without an answer
             return row
-        run = Run.objects.create(thread=thread, kind=Run.Kind.RESUME, input={"resume": resume}, created_by=user)
+        run = Run.objects.create(
+            thread=thread, kind=Run.Kind.RESUME, input={"resume": resume}, created_by=user
+        )
         thread.status = Thread.Status.BUSY
         thread.save(update_fields=["status", "updated_at"])
         _announce_thread(thread)
@@ -242,7 +276,9 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
         run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
         run.attempts += 1
         run.started_at = run.started_at or now
-        run.save(update_fields=["status", "lease_owner", "lease_expires_at", "attempts", "started_at"])
+        run.save(
+            update_fields=["status", "lease_owner", "lease_expires_at", "attempts", "started_at"]
+        )
     return run, 0.0
 
 
@@ -303,11 +339,16 @@ def run_finish(
                     "allow_respond": request.allow_respond,
                     "allow_ignore": request.allow_ignore,
                     "reviewer_group": _group_for(request.reviewer_group, thread, groups),
-                    "expires_at": now + timedelta(seconds=request.expires_in) if request.expires_in else None,
+                    "expires_at": now + timedelta(seconds=request.expires_in)
+                    if request.expires_in
+                    else None,
                 }
                 # A redelivered run finds the rows it made before: no duplicates.
                 row, was_created = HumanInterrupt.objects.get_or_create(
-                    thread=thread, interrupt_id=interrupt_id, position=request.position, defaults=defaults
+                    thread=thread,
+                    interrupt_id=interrupt_id,
+                    position=request.position,
+                    defaults=defaults,
                 )
                 if was_created:
                     created.append(row)
@@ -316,13 +357,18 @@ def run_finish(
         run.finished_at = now
         run.lease_owner = ""
         run.lease_expires_at = None
-        run.save(update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"])
+        run.save(
+            update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"]
+        )
         thread.status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
         thread.save(update_fields=["status", "updated_at"])
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
-                    thread_id=row.thread_id, interrupt_id=row.pk, reviewer_group_id=row.reviewer_group_id, status="pending"
+                    thread_id=row.thread_id,
+                    interrupt_id=row.pk,
+                    reviewer_group_id=row.reviewer_group_id,
+                    status="pending",
                 )
             )
         _announce_thread(thread)
@@ -333,14 +379,20 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
     """Record a failed run; the thread shows the error until a new run starts."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.status in Run.TERMINAL or (run.lease_owner and run.lease_owner != worker):
+        if (
+            run is None
+            or run.status in Run.TERMINAL
+            or (run.lease_owner and run.lease_owner != worker)
+        ):
             return None
         run.status = Run.Status.ERROR
         run.error = error[:10_000]
         run.finished_at = timezone.now()
         run.lease_owner = ""
         run.lease_expires_at = None
-        run.save(update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"])
+        run.save(
+            update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
+        )
         thread = Thread.objects.select_for_update().get(pk=run.thread_id)
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])

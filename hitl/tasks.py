@@ -124,23 +124,33 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
             ):
                 for event in agui.events_for_chunk(mode, chunk):
                     events.publish_thread_event(thread.pk, event)
-                if mode == "updates" and (heartbeat.lost or not services.run_is_current(run_id=run.pk, worker=worker)):
+                if mode == "updates" and (
+                    heartbeat.lost or not services.run_is_current(run_id=run.pk, worker=worker)
+                ):
                     log.info("run %s stopped: cancelled or taken over", run.pk)
                     return "cancelled", 0.0
         state = graph.get_state(config)
-        interrupts = [(i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts]
+        interrupts = [
+            (i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts
+        ]
         result = None if interrupts else jsonable(state.values)
-        finished = services.run_finish(run_id=run.pk, worker=worker, interrupts=interrupts, result=result)
+        finished = services.run_finish(
+            run_id=run.pk, worker=worker, interrupts=interrupts, result=result
+        )
         if finished is None:
             return "cancelled", 0.0
         events.publish_thread_event(
             thread.pk, agui.run_finished(thread.pk, run.pk, interrupts=interrupts, result=result)
         )
-        log.info("run %s %s in %.1f ms", run.pk, finished.status, (time.monotonic() - started) * 1000)
+        log.info(
+            "run %s %s in %.1f ms", run.pk, finished.status, (time.monotonic() - started) * 1000
+        )
         return finished.status, 0.0
     except Exception as exc:
         log.exception("run %s failed", run.pk)
-        services.run_fail(run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc)))
+        services.run_fail(
+            run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc))
+        )
         events.publish_thread_event(thread.pk, agui.run_error(str(exc)))
         return "error", 0.0
     finally:

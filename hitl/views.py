@@ -37,12 +37,16 @@ def home(request):
         else:
             return redirect("thread", thread_id=run.thread_id)
     threads = thread_list_for_user(request.user).order_by("-updated_at")[:50]
-    pending = interrupt_list_for_reviewer(request.user).filter(status=HumanInterrupt.Status.PENDING)[:50]
+    pending = interrupt_list_for_reviewer(request.user).filter(
+        status=HumanInterrupt.Status.PENDING
+    )[:50]
     return render(request, "hitl/home.html", {"form": form, "threads": threads, "pending": pending})
 
 
 def _thread_or_404(request, thread_id) -> Thread:
-    thread = Thread.objects.filter(pk=thread_id).select_related("requester", "reviewer_group").first()
+    thread = (
+        Thread.objects.filter(pk=thread_id).select_related("requester", "reviewer_group").first()
+    )
     if thread is None or not user_can_view_thread(request.user, thread):
         raise Http404("No such thread.")
     return thread

@@ -126,7 +126,11 @@ def _review(state: MiddlewareState) -> dict[str, Any]:
     answer = interrupt(
         {
             "action_requests": [
-                {"name": "write_file", "args": {"path": "notes.md", "text": "hello"}, "description": "Write notes"},
+                {
+                    "name": "write_file",
+                    "args": {"path": "notes.md", "text": "hello"},
+                    "description": "Write notes",
+                },
                 {"name": "run_shell", "args": {"cmd": "ls"}, "description": "List files"},
             ],
             "review_configs": [
@@ -162,4 +166,6 @@ def _ask(state: RawState) -> dict[str, Any]:
     return {"answer": interrupt("Which quarter should the report cover?")}
 
 
-raw_graph = StateGraph(RawState).add_node("ask", _ask).add_edge(START, "ask").add_edge("ask", END).compile()
+raw_graph = (
+    StateGraph(RawState).add_node("ask", _ask).add_edge(START, "ask").add_edge("ask", END).compile()
+)

@@ -14,11 +14,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="reviewer")
-        parser.add_argument("--token-file", default="", help="Write a fresh API token to this file.")
+        parser.add_argument(
+            "--token-file", default="", help="Write a fresh API token to this file."
+        )
 
     def handle(self, *args, username, token_file, **options):
         group = default_reviewer_group()
-        user, _ = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": True})
+        user, _ = get_user_model().objects.get_or_create(
+            username=username, defaults={"is_staff": True}
+        )
         password = get_random_string(12)
         user.set_password(password)
         user.is_staff = True

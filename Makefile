@@ -1,0 +1,39 @@
+# Two entry points: `make run` (embedded, no Postgres/Redis) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+# The suite runs against the local Postgres and Redis (a database and a Redis db of its own).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hitl
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: run install install-dev test services chromium worker web bench lint
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+
+run: install
+	$(BIN)/python manage.py migrate --noinput -v0
+	HITL_HOST=$(HOST) HITL_PORT=$(PORT) $(BIN)/python manage.py demo_setup
+	$(BIN)/daphne -b $(HOST) -p $(PORT) hitl.asgi:application
+
+services:
+	scripts/ensure-services
+
+chromium:
+	scripts/ensure-chromium
+
+test: install-dev services chromium
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/python manage.py makemigrations --check --dry-run

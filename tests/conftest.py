@@ -1,0 +1,341 @@
+"""Shared fixtures: personas, an API client, real Celery workers and a real daphne server.
+
+The suite runs against PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set (as
+`make test` does). Tests marked `postgres` need them; with HITL_REQUIRE_SERVICES=1
+(CI) their absence is an error, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+BIN = Path(PYTHON).parent
+USING_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+REQUIRE_SERVICES = os.environ.get("HITL_REQUIRE_SERVICES") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    if USING_POSTGRES and settings.REDIS_URL:
+        return
+    if REQUIRE_SERVICES:
+        raise pytest.UsageError(
+            "HITL_REQUIRE_SERVICES=1 but DATABASE_URL/REDIS_URL are not set: run `make test`."
+        )
+    skip = pytest.mark.skip(reason="needs PostgreSQL + Redis (run `make test`)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_sessionstart(session):
+    if not (USING_POSTGRES and settings.REDIS_URL):
+        return
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).flushdb()
+    except Exception as exc:  # unreachable Redis is an error in CI, a skip reason elsewhere
+        if REQUIRE_SERVICES:
+            raise pytest.UsageError(
+                f"Redis at {settings.REDIS_URL} is not reachable: {exc}"
+            ) from exc
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 20.0,
+    interval: float = 0.05,
+    what: str = "condition",
+):
+    """Poll until predicate() is truthy; return its value or fail with `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+# --- databases --------------------------------------------------------------------
+
+
+def _test_database_url() -> str:
+    from django.db import connection
+
+    db = connection.settings_dict
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def test_database_url(django_db_setup, django_db_blocker) -> str:
+    with django_db_blocker.unblock():
+        return _test_database_url()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Point this process's checkpointer at the test database (or a temp SQLite file)."""
+    if USING_POSTGRES:
+        with django_db_blocker.unblock():
+            settings.HITL_CHECKPOINT_URL = _test_database_url()
+    else:
+        settings.HITL_CHECKPOINT_URL = (
+            f"sqlite:///{tmp_path_factory.mktemp('cp') / 'checkpoints.sqlite3'}"
+        )
+
+
+@pytest.fixture
+def manual_runs(settings):
+    """Runs are not dispatched; the test executes them with `execute`."""
+    settings.HITL_EXECUTOR = "manual"
+    from hitl.tasks import execute_run
+
+    def execute(run) -> str:
+        outcome, _ = execute_run(str(getattr(run, "pk", run)), worker="pytest")
+        return outcome
+
+    return execute
+
+
+# --- personas ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def reviewers_group(db):
+    from django.contrib.auth.models import Group
+
+    return Group.objects.get_or_create(name=settings.HITL_DEFAULT_REVIEWER_GROUP)[0]
+
+
+@pytest.fixture
+def finance_group(db):
+    from django.contrib.auth.models import Group
+
+    return Group.objects.get_or_create(name="finance")[0]
+
+
+def _make_user(username: str, *groups, **extra):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(
+        username=username, password="pw-" + username, **extra
+    )
+    for group in groups:
+        user.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def reviewer(reviewers_group):
+    return _make_user("rita", reviewers_group)
+
+
+@pytest.fixture
+def second_reviewer(reviewers_group):
+    return _make_user("sam", reviewers_group)
+
+
+@pytest.fixture
+def finance_reviewer(finance_group):
+    return _make_user("fiona", finance_group)
+
+
+@pytest.fixture
+def requester(db):
+    return _make_user("quinn")
+
+
+@pytest.fixture
+def outsider(db):
+    return _make_user("oscar")
+
+
+@pytest.fixture
+def admin_user(db):
+    return _make_user("ada", is_staff=True, is_superuser=True)
+
+
+# --- API client -------------------------------------------------------------------
+
+
+class ApiClient:
+    """Calls the JSON API with a user's token through Django's test client."""
+
+    def __init__(self, user=None):
+        from django.test import Client
+
+        self.client = Client()
+        self.headers: dict[str, str] = {}
+        if user is not None:
+            from hitl.models import ApiToken
+
+            _, key = ApiToken.issue(user=user, name="test")
+            self.headers["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+
+    def get(self, path: str, **params):
+        return self.client.get(path, params, **self.headers)
+
+    def post(self, path: str, data: Any = None, *, raw: str | bytes | None = None):
+        body = raw if raw is not None else json.dumps(data if data is not None else {})
+        return self.client.post(path, body, content_type="application/json", **self.headers)
+
+
+@pytest.fixture
+def api_for(db) -> Callable[[Any], ApiClient]:
+    return ApiClient
+
+
+# --- real processes ---------------------------------------------------------------
+
+
+def service_env(database_url: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "REDIS_URL": settings.REDIS_URL,
+            "HITL_CHECKPOINT_URL": database_url,
+            "HITL_EXECUTOR": "celery",
+            "DJANGO_SETTINGS_MODULE": "hitl.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+class Proc:
+    def __init__(self, popen: subprocess.Popen, log: Path):
+        self.popen, self.log = popen, log
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
+        if self.popen.poll() is not None:
+            return
+        try:
+            os.killpg(self.popen.pid, sig)
+            self.popen.wait(timeout=timeout)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.popen.wait(timeout=5)
+
+
+def spawn(args: list[str], env: dict[str, str], log: Path) -> Proc:
+    handle = log.open("wb")
+    popen = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    return Proc(popen, log)
+
+
+def start_celery_worker(
+    database_url: str, log: Path, *, name: str, concurrency: int = 2, **extra_env: str
+) -> Proc:
+    proc = spawn(
+        [
+            str(BIN / "celery"),
+            "-A",
+            "hitl",
+            "worker",
+            "-Q",
+            "runs,default",
+            "-c",
+            str(concurrency),
+            "--pool",
+            "prefork",
+            "-n",
+            f"{name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "INFO",
+        ],
+        service_env(database_url, **extra_env),
+        log,
+    )
+    wait_for(
+        lambda: "ready." in proc.output() or proc.popen.poll() is not None,
+        60,
+        0.1,
+        "celery worker to start",
+    )
+    if proc.popen.poll() is not None:
+        raise AssertionError(f"celery worker exited:\n{proc.output()[-4000:]}")
+    return proc
+
+
+@pytest.fixture
+def worker_factory(test_database_url, tmp_path) -> Iterator[Callable[..., Proc]]:
+    """Start real Celery worker processes against the test database; stopped at teardown."""
+    procs: list[Proc] = []
+
+    def start(name: str = "w1", **kwargs) -> Proc:
+        proc = start_celery_worker(
+            test_database_url, tmp_path / f"celery-{name}.log", name=name, **kwargs
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.stop()
+
+
+@pytest.fixture
+def celery_worker(worker_factory, transactional_db) -> Proc:
+    return worker_factory("w1")
+
+
+@pytest.fixture
+def asgi_server(test_database_url, tmp_path, transactional_db) -> Iterator[str]:
+    """A real daphne server (HTTP + WebSockets) on a free port; yields its base URL."""
+    port = free_port()
+    proc = spawn(
+        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        service_env(test_database_url),
+        tmp_path / "daphne.log",
+    )
+
+    def up() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(up, 30, 0.1, "daphne to listen")
+    yield f"http://127.0.0.1:{port}"
+    proc.stop()
