@@ -77,6 +77,7 @@ def is_hitl_request(value: Any) -> bool:
         isinstance(value, dict)
         and isinstance(value.get("action_requests"), list)
         and isinstance(value.get("review_configs"), list)
+        and all(isinstance(r, dict) for r in value["action_requests"])
     )
 
 
@@ -103,7 +104,8 @@ def classify(value: Any) -> str:
 
 def _from_human_interrupt(position: int, value: dict[str, Any]) -> Request:
     action_request = value["action_request"]
-    config = value.get("config") or {}
+    config = value.get("config")
+    config = config if isinstance(config, dict) else {}
     args = action_request.get("args")
     return Request(
         position=position,
