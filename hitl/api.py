@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
@@ -27,6 +28,7 @@ from hitl.selectors import (
     user_can_review,
     user_can_view_thread,
 )
+from hitl.waiting import thread_wait_for_status
 
 
 def _user_for_key(key: str | None):
@@ -223,6 +225,18 @@ def thread_run(request, thread_id: uuid.UUID, body: StartRunIn):
 @api.get("/threads/{thread_id}", response={200: dict, 404: Error})
 def thread_detail(request, thread_id: uuid.UUID):
     return thread_json(_thread_for(request, thread_id))
+
+
+@api.get("/threads/{thread_id}/wait", response={200: dict, 400: Error, 404: Error})
+async def thread_wait(request, thread_id: uuid.UUID, status: str = "interrupted,done,error,idle", timeout: float = 30):
+    """Long-poll: answer once the thread reaches one of `status` (comma-separated) or at timeout."""
+    statuses = [s for s in status.split(",") if s in Thread.Status.values]
+    if not statuses:
+        raise services.Invalid(f"status must list some of: {', '.join(Thread.Status.values)}.")
+    thread = await sync_to_async(_thread_for)(request, thread_id)
+    await thread_wait_for_status(thread.pk, statuses, min(max(timeout, 0.0), 60.0))
+    thread = await Thread.objects.aget(pk=thread.pk)
+    return await sync_to_async(thread_json)(thread)
 
 
 @api.post("/threads/{thread_id}/cancel", response={200: dict, 403: Error, 404: Error})
