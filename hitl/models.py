@@ -297,6 +297,20 @@ class ReviewerGroupPolicy(models.Model):
         return f"policy for {self.group}"
 
 
+class AppendOnly(Exception):
+    """Raised when code tries to change or delete an audit event."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    # Deleting a thread/run/user nulls the foreign keys through the base manager, so
+    # history survives; only this queryset (the app's way in) refuses changes.
+    def update(self, **kwargs):
+        raise AppendOnly("Audit events are append-only.")
+
+    def delete(self):
+        raise AppendOnly("Audit events are append-only.")
+
+
 class AuditEvent(models.Model):
     """Append-only record of every transition; never edited or deleted by the app."""
 
@@ -333,6 +347,8 @@ class AuditEvent(models.Model):
     )
     data = models.JSONField(default=dict, blank=True)
 
+    objects = AuditEventQuerySet.as_manager()
+
     class Meta:
         indexes = [
             # a thread's audit trail in order
@@ -343,6 +359,14 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnly("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnly("Audit events are append-only.")
 
 
 class WebhookDelivery(models.Model):
