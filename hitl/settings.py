@@ -86,10 +86,15 @@ if EMBEDDED:
         }
     }
 else:
-    DATABASES = {
-        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", 60))
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+    # A bounded psycopg pool per process. Under ASGI each request may run on its own
+    # thread, so per-thread persistent connections would pile up past max_connections.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": envint("DB_POOL_MIN_SIZE", 1),
+        "max_size": envint("DB_POOL_MAX_SIZE", 8),
+        "timeout": envint("DB_POOL_TIMEOUT", 20),
     }
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
