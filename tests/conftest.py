@@ -7,6 +7,7 @@ The suite runs against PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -108,6 +109,15 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
         settings.HITL_CHECKPOINT_URL = (
             f"sqlite:///{tmp_path_factory.mktemp('cp') / 'checkpoints.sqlite3'}"
         )
+    yield
+    # Close the checkpointer's connections so the test database can be dropped.
+    from agents import checkpoint
+
+    for _, saver in list(checkpoint._cache.values()):
+        close = getattr(saver.conn, "close", None)
+        if close is not None:
+            close()
+    checkpoint._cache.clear()
 
 
 @pytest.fixture
@@ -140,12 +150,21 @@ def finance_group(db):
     return Group.objects.get_or_create(name="finance")[0]
 
 
+@functools.cache
+def _password_hash(password: str) -> str:
+    # Hashing costs ~0.5 s; each persona's hash is computed once per session (still the
+    # real hasher, so real servers started by the tests accept the login).
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(password)
+
+
 def _make_user(username: str, *groups, **extra):
     from django.contrib.auth import get_user_model
 
-    user = get_user_model().objects.create_user(
-        username=username, password="pw-" + username, **extra
-    )
+    user = get_user_model().objects.create_user(username=username, password=None, **extra)
+    user.password = _password_hash("pw-" + username)
+    user.save(update_fields=["password"])
     for group in groups:
         user.groups.add(group)
     return user
