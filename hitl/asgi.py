@@ -5,9 +5,12 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-django_asgi = get_asgi_application()
+# Static files are served at the ASGI layer, so every middleware stays async-capable
+# and async views (long-polls, streams) never block a thread.
+django_asgi = ASGIStaticFilesHandler(get_asgi_application())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

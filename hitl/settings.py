@@ -41,8 +41,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every later log line of the request carries its ids.
+    "hitl.logcontext.request_context_middleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -120,11 +121,12 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = True
 
 # Every body has a cap: JSON API bodies and form posts alike.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("HITL_MAX_BODY_BYTES", 1_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = envint("HITL_MAX_UPLOAD_BYTES", 10_000_000)
+# The cap on one requester upload (POST /api/v1/threads/{id}/files).
+HITL_MAX_UPLOAD_BYTES = FILE_UPLOAD_MAX_MEMORY_SIZE
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
@@ -161,9 +163,38 @@ CELERY_TASK_ROUTES = {"hitl.tasks.run_execute": {"queue": "runs"}}
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # An unacked run whose worker vanished is handed out again after this long.
     "visibility_timeout": envint("HITL_VISIBILITY_TIMEOUT", 3600),
+    # Every worker scans for such runs this often (kombu's default scans once per 100 s).
+    "unacked_restore_interval": envint("HITL_UNACKED_RESTORE_INTERVAL", 10),
+    "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Processes per worker container; scale out with more workers (`--scale worker=N`).
+CELERY_WORKER_CONCURRENCY = envint("HITL_WORKER_CONCURRENCY", 2)
+CELERY_IMPORTS = ("hitl.maintenance",)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Periodic maintenance (celery beat): expire overdue interrupts, requeue runs whose
+# lease expired, re-send queued runs whose broker message never arrived.
+HITL_EXPIRY_SWEEP_SECONDS = envfloat("HITL_EXPIRY_SWEEP_SECONDS", 15.0)
+HITL_REAPER_SECONDS = envfloat("HITL_REAPER_SECONDS", 30.0)
+# A queued run whose message was sent this long ago without being picked up is re-sent
+# (a broker restart without persistence loses messages); duplicates are harmless.
+HITL_REDISPATCH_AFTER = envfloat("HITL_REDISPATCH_AFTER", 300.0)
+HITL_MAX_ESCALATIONS = envint("HITL_MAX_ESCALATIONS", 3)
+CELERY_BEAT_SCHEDULE = {
+    "hitl-expire-interrupts": {
+        "task": "hitl.maintenance.expire_interrupts",
+        "schedule": HITL_EXPIRY_SWEEP_SECONDS,
+        "options": {"expires": HITL_EXPIRY_SWEEP_SECONDS},
+    },
+    "hitl-reap-runs": {
+        "task": "hitl.maintenance.reap_runs",
+        "schedule": HITL_REAPER_SECONDS,
+        "options": {"expires": HITL_REAPER_SECONDS},
+    },
+}
+# /metrics is open unless a token is set (then: Authorization: Bearer <token>).
+HITL_METRICS_TOKEN = envstr("HITL_METRICS_TOKEN")
 
 # Checkpointer: Postgres when the app uses Postgres, SQLite file otherwise.
 HITL_CHECKPOINT_URL = envstr(
@@ -173,15 +204,31 @@ HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
 
 # Graph registry, like langgraph.json: name -> "module:attr".
 HITL_GRAPHS = {
+    # The ReAct demo agent: clarification, files, approval, final result (issue 3).
+    "demo": "agents.graphs.demo:demo_graph",
     "approval": "agents.graphs.examples:approval_graph",
     "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
     "middleware_review": "agents.graphs.examples:middleware_graph",
     "raw_question": "agents.graphs.examples:raw_graph",
+    # Calls tools an AG-UI client defines; their results resume it (issue 6).
+    "client_tools": "agents.graphs.client_tools:client_tools_graph",
 }
 for entry in envlist("HITL_EXTRA_GRAPHS"):
     name, _, target = entry.partition("=")
     HITL_GRAPHS[name.strip()] = target.strip()
-HITL_DEFAULT_GRAPH = envstr("HITL_DEFAULT_GRAPH", "approval")
+HITL_DEFAULT_GRAPH = envstr("HITL_DEFAULT_GRAPH", "demo")
+
+# Webhooks (issue 6): a run's webhook must be on an allow-listed host ("*.example.com"
+# allows subdomains); bodies are signed with HMAC-SHA256 (SECRET_KEY when unset).
+HITL_WEBHOOK_HOSTS = envlist("HITL_WEBHOOK_HOSTS")
+HITL_WEBHOOK_SECRET = envstr("HITL_WEBHOOK_SECRET")
+HITL_WEBHOOK_MAX_ATTEMPTS = envint("HITL_WEBHOOK_MAX_ATTEMPTS", 6)
+HITL_WEBHOOK_BACKOFF_SECONDS = envfloat("HITL_WEBHOOK_BACKOFF_SECONDS", 10.0)
+HITL_WEBHOOK_TIMEOUT = envfloat("HITL_WEBHOOK_TIMEOUT", 10.0)
+# LangGraph-compatible API and AG-UI endpoint: the longest a request waits for a run.
+HITL_API_WAIT_SECONDS = envfloat("HITL_API_WAIT_SECONDS", 300.0)
+# Browser origins allowed to call /langgraph/ and /agui/ (e.g. a hosted Agent Inbox).
+HITL_API_CORS_ORIGINS = envlist("HITL_API_CORS_ORIGINS")
 
 HITL_DEFAULT_REVIEWER_GROUP = envstr("HITL_DEFAULT_REVIEWER_GROUP", "reviewers")
 # A run's lease: a worker heartbeats it; an expired lease lets another worker take over.
@@ -191,8 +238,19 @@ HITL_RUN_TIME_LIMIT = envint("HITL_RUN_TIME_LIMIT", 600)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "hitl.logcontext.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(context)s"},
+        "json": {"()": "hitl.logcontext.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            # LOG_FORMAT=json: one JSON object per line with request/thread/run ids.
+            "formatter": envstr("LOG_FORMAT", "plain"),
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
