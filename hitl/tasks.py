@@ -17,7 +17,9 @@ from django.db import close_old_connections, connection
 from langgraph.types import Command
 
 from agents.checkpoint import get_checkpointer
-from hitl import agui, events, services
+from agents.paths import FILES_KEY
+from hitl import agui, artifacts, events, logcontext, services
+from hitl.files import thread_files
 from hitl.models import Run
 from hitl.registry import registry
 
@@ -89,11 +91,20 @@ class _Heartbeat(threading.Thread):
         self.stop_event = threading.Event()
         self.lost = False
 
+    # How often the run's row is read to notice a cancel; short runs never pay for it.
+    CHECK_INTERVAL = 0.5
+
     def run(self) -> None:
-        interval = max(settings.HITL_RUN_LEASE_SECONDS / 3, 0.2)
+        renew_every = max(settings.HITL_RUN_LEASE_SECONDS / 3, self.CHECK_INTERVAL)
+        last_renewal = time.monotonic()
         try:
-            while not self.stop_event.wait(interval):
-                if not services.run_heartbeat(run_id=self.run_id, worker=self.worker):
+            while not self.stop_event.wait(self.CHECK_INTERVAL):
+                if time.monotonic() - last_renewal >= renew_every:
+                    current = services.run_heartbeat(run_id=self.run_id, worker=self.worker)
+                    last_renewal = time.monotonic()
+                else:
+                    current = services.run_is_current(run_id=self.run_id, worker=self.worker)
+                if not current:
                     self.lost = True
                     return
         finally:
@@ -106,8 +117,10 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     if run is None:
         return ("busy" if retry_after else "skipped"), retry_after
     thread = run.thread
+    logcontext.bind(thread_id=thread.pk, run_id=run.pk)
     config: dict[str, Any] = {
-        "configurable": {"thread_id": str(thread.pk)},
+        # The file store is an object, so it is never written into checkpoints.
+        "configurable": {"thread_id": str(thread.pk), FILES_KEY: thread_files(thread.pk)},
         "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
         "recursion_limit": 100,
     }
@@ -120,13 +133,12 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         if graph_input is not _ALREADY_DONE:
             for mode, chunk in graph.stream(
-                graph_input, config, stream_mode=["updates", "messages"], durability="sync"
+                graph_input, config, stream_mode=agui.STREAM_MODES, durability="sync"
             ):
                 for event in agui.events_for_chunk(mode, chunk):
                     events.publish_thread_event(thread.pk, event)
-                if mode == "updates" and (
-                    heartbeat.lost or not services.run_is_current(run_id=run.pk, worker=worker)
-                ):
+                # The heartbeat thread watches the row; the loop only reads its flag.
+                if mode == "updates" and heartbeat.lost:
                     log.info("run %s stopped: cancelled or taken over", run.pk)
                     return "cancelled", 0.0
         state = graph.get_state(config)
@@ -134,6 +146,8 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
             (i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts
         ]
         result = None if interrupts else jsonable(state.values)
+        # Before run_finish: once the thread shows the pause or the end, its files are there.
+        artifacts.run_outputs_record(run_id=run.pk, values=jsonable(state.values))
         finished = services.run_finish(
             run_id=run.pk, worker=worker, interrupts=interrupts, result=result
         )
