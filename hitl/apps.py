@@ -5,3 +5,9 @@ class HitlConfig(AppConfig):
     name = "hitl"
     verbose_name = "Human in the loop"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from hitl import logcontext
+
+        # Carries request/thread/run ids from the web process into worker log lines.
+        logcontext.connect_celery_signals()

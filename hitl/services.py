@@ -13,8 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import contract
-from hitl import dispatch, events
-from hitl.models import HumanInterrupt, Run, Thread
+from hitl import audit, dispatch, events, logcontext
+from hitl.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 from hitl.registry import registry
 from hitl.selectors import default_reviewer_group, user_can_review, user_can_view_thread
 
@@ -58,8 +58,14 @@ def _announce_thread(thread: Thread) -> None:
 
 
 def _enqueue(run: Run) -> None:
-    run_id = run.pk
-    transaction.on_commit(lambda: dispatch.enqueue_run(run_id))
+    run_id, thread_id = run.pk, run.thread_id
+
+    def send() -> None:
+        # The task message carries these ids into the worker's log lines.
+        with logcontext.bound(thread_id=thread_id, run_id=run_id):
+            dispatch.enqueue_run(run_id)
+
+    transaction.on_commit(send)
 
 
 def run_start(
@@ -124,8 +130,22 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
             raise Forbidden("Only the requester or an admin can cancel this thread.")
         now = timezone.now()
         pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
+        active = list(thread.runs.active().values_list("pk", "status"))
         thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
         thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
+        audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
+        for pk, _ in pending:
+            audit.audit_record(
+                kind=audit.Kind.INTERRUPT_CANCELLED, thread=thread, interrupt_id=pk, actor=user
+            )
+        for pk, status in active:
+            audit.audit_record(
+                kind=audit.Kind.RUN_CANCELLED,
+                thread=thread,
+                run_id=pk,
+                actor=user,
+                data={"was": status},
+            )
         thread.status = Thread.Status.IDLE
         thread.save(update_fields=["status", "updated_at"])
         for pk, group_id in pending:
@@ -203,22 +223,13 @@ def interrupt_resolve(
                 "responded_at",
             ]
         )
-
-        siblings = list(
-            HumanInterrupt.objects.filter(run_id=row.run_id).order_by("interrupt_id", "position")
+        audit.audit_record(
+            kind=audit.Kind.INTERRUPT_ANSWERED,
+            thread=thread,
+            interrupt=row,
+            actor=user,
+            data=audit.answer_data(row),
         )
-        by_interrupt: dict[str, list[HumanInterrupt]] = {}
-        for sibling in siblings:
-            by_interrupt.setdefault(sibling.interrupt_id, []).append(sibling)
-        # The graph's own response_schema is checked as soon as one interrupt is complete.
-        mine = by_interrupt[row.interrupt_id]
-        if all(s.status == HumanInterrupt.Status.RESOLVED for s in mine):
-            value = _resume_value(mine)
-            try:
-                contract.check_resume_schema(row.response_schema, value)
-            except contract.ContractError as exc:
-                raise Invalid(str(exc)) from None
-
         transaction.on_commit(
             lambda: events.publish_interrupt_changed(
                 thread_id=thread.pk,
@@ -228,23 +239,58 @@ def interrupt_resolve(
                 responded_by=user.get_username(),
             )
         )
-        if any(s.status == HumanInterrupt.Status.PENDING for s in siblings):
-            return row
-        resume = {
-            interrupt: _resume_value(rows)
-            for interrupt, rows in by_interrupt.items()
-            if all(r.status == HumanInterrupt.Status.RESOLVED for r in rows)
-        }
-        if not resume:  # every interrupt was cancelled or expired without an answer
-            return row
-        run = Run.objects.create(
-            thread=thread, kind=Run.Kind.RESUME, input={"resume": resume}, created_by=user
-        )
-        thread.status = Thread.Status.BUSY
-        thread.save(update_fields=["status", "updated_at"])
-        _announce_thread(thread)
-        _enqueue(run)
+        _resume_when_answered(thread=thread, row=row, user=user)
     return row
+
+
+def _answered(row: HumanInterrupt) -> bool:
+    # An interrupt that expired with an automatic answer counts as answered.
+    return row.status == HumanInterrupt.Status.RESOLVED or (
+        row.status == HumanInterrupt.Status.EXPIRED and bool(row.response_type)
+    )
+
+
+def _resume_when_answered(*, thread: Thread, row: HumanInterrupt, user) -> Run | None:
+    """Queue the resume run once every interrupt of `row`'s run is answered.
+
+    Runs inside the deciding transaction with the thread locked; shared by reviewer
+    answers and automatic answers on expiry. Raises Invalid when the graph's
+    response_schema refuses the answer (the caller's transaction rolls back).
+    """
+    siblings = list(
+        HumanInterrupt.objects.filter(run_id=row.run_id).order_by("interrupt_id", "position")
+    )
+    by_interrupt: dict[str, list[HumanInterrupt]] = {}
+    for sibling in siblings:
+        by_interrupt.setdefault(sibling.interrupt_id, []).append(sibling)
+    # The graph's own response_schema is checked as soon as one interrupt is complete.
+    mine = by_interrupt[row.interrupt_id]
+    if all(_answered(s) for s in mine):
+        value = _resume_value(mine)
+        try:
+            contract.check_resume_schema(row.response_schema, value)
+        except contract.ContractError as exc:
+            raise Invalid(str(exc)) from None
+    if any(s.status == HumanInterrupt.Status.PENDING for s in siblings):
+        return None
+    resume = {
+        interrupt: _resume_value(rows)
+        for interrupt, rows in by_interrupt.items()
+        if all(_answered(r) for r in rows)
+    }
+    if not resume:  # every interrupt was cancelled or expired without an answer
+        return None
+    run = Run.objects.create(
+        thread=thread,
+        kind=Run.Kind.RESUME,
+        input={"resume": resume},
+        created_by=user if user is not None and user.is_authenticated else None,
+    )
+    thread.status = Thread.Status.BUSY
+    thread.save(update_fields=["status", "updated_at"])
+    _announce_thread(thread)
+    _enqueue(run)
+    return run
 
 
 def _resume_value(rows: list[HumanInterrupt]) -> Any:
@@ -279,6 +325,13 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
         run.save(
             update_fields=["status", "lease_owner", "lease_expires_at", "attempts", "started_at"]
         )
+        audit.audit_record(
+            kind=audit.Kind.RUN_STARTED,
+            thread=run.thread_id,
+            run=run,
+            actor_id=run.created_by_id,
+            data={"run_kind": run.kind, "attempt": run.attempts, "worker": worker},
+        )
     return run, 0.0
 
 
@@ -306,6 +359,41 @@ def _group_for(name: str | None, thread: Thread, cache: dict[str, Group | None])
     return thread.reviewer_group or default_reviewer_group()
 
 
+def _expiry_fields(
+    value: Any, request: contract.Request, group: Group, now, cache: dict[str, Any]
+) -> dict[str, Any]:
+    """When an interrupt expires and what happens then.
+
+    The graph or tool config decides first (`expires_in`, `expiry_policy`,
+    `expiry_message`, `escalate_to` next to the request); the reviewer group's
+    ReviewerGroupPolicy supplies the default deadline.
+    """
+    spec = value
+    if isinstance(value, list):
+        spec = value[request.position] if request.position < len(value) else None
+    spec = spec if isinstance(spec, dict) else {}
+    fields: dict[str, Any] = {}
+    policy = spec.get("expiry_policy")
+    if policy in ExpiryPolicy.values:
+        fields["expiry_policy"] = policy
+    if isinstance(spec.get("expiry_message"), str):
+        fields["expiry_message"] = spec["expiry_message"][:5000]
+    if isinstance(spec.get("escalate_to"), str):
+        target = spec["escalate_to"]
+        if target not in cache:
+            cache[target] = Group.objects.filter(name=target).first()
+        fields["escalate_to"] = cache[target]
+    expires_in = request.expires_in
+    if not expires_in and group is not None:
+        key = f"policy:{group.pk}"
+        if key not in cache:
+            cache[key] = ReviewerGroupPolicy.objects.filter(group=group).first()
+        expires_in = cache[key].expire_after_seconds if cache[key] else None
+    if expires_in:
+        fields["expires_at"] = now + timedelta(seconds=expires_in)
+    return fields
+
+
 def run_finish(
     *,
     run_id: Any,
@@ -321,7 +409,7 @@ def run_finish(
         if run is None or run.status != Run.Status.RUNNING or run.lease_owner != worker:
             return None  # cancelled, or another worker took over: its outcome counts
         thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-        groups: dict[str, Group | None] = {}
+        groups: dict[str, Any] = {}
         for interrupt_id, value, schema in interrupts:
             kind, requests = contract.requests_for(value, schema)
             for request in requests:
@@ -339,10 +427,10 @@ def run_finish(
                     "allow_respond": request.allow_respond,
                     "allow_ignore": request.allow_ignore,
                     "reviewer_group": _group_for(request.reviewer_group, thread, groups),
-                    "expires_at": now + timedelta(seconds=request.expires_in)
-                    if request.expires_in
-                    else None,
                 }
+                defaults.update(
+                    _expiry_fields(value, request, defaults["reviewer_group"], now, groups)
+                )
                 # A redelivered run finds the rows it made before: no duplicates.
                 row, was_created = HumanInterrupt.objects.get_or_create(
                     thread=thread,
@@ -362,6 +450,20 @@ def run_finish(
         )
         thread.status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
         thread.save(update_fields=["status", "updated_at"])
+        for row in created:
+            audit.audit_record(
+                kind=audit.Kind.INTERRUPT_CREATED,
+                thread=thread,
+                run=run,
+                interrupt=row,
+                data=audit.interrupt_summary(row),
+            )
+        audit.audit_record(
+            kind=audit.Kind.RUN_FINISHED,
+            thread=thread,
+            run=run,
+            data={"status": run.status, "interrupts": len(created), "attempt": run.attempts},
+        )
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
@@ -392,6 +494,12 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
         run.lease_expires_at = None
         run.save(
             update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
+        )
+        audit.audit_record(
+            kind=audit.Kind.RUN_FAILED,
+            thread=run.thread_id,
+            run=run,
+            data={"error": audit.error_summary(error), "attempt": run.attempts},
         )
         thread = Thread.objects.select_for_update().get(pk=run.thread_id)
         thread.status = Thread.Status.ERROR

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from hitl import views
+from hitl import ops, views
 from hitl.api import api
 
 urlpatterns = [
@@ -15,4 +15,8 @@ urlpatterns = [
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
+    # Operations (hitl/ops.py).
+    path("healthz", ops.healthz, name="healthz"),
+    path("metrics", ops.metrics, name="metrics"),
+    path("analytics/", ops.analytics, name="analytics"),
 ]

@@ -1,0 +1,186 @@
+"""Periodic maintenance (celery beat): interrupt expiry, the run reaper, worker heartbeats.
+
+Every sweep is safe to run concurrently on several workers: each item is handled in
+its own transaction under a row lock and re-checked there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery import shared_task, signals
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import Q
+from django.utils import timezone
+
+from hitl import ops_services
+from hitl.models import HumanInterrupt, Run
+from hitl.services import ServiceError
+
+log = logging.getLogger(__name__)
+
+SWEEP_BATCH = 200
+# A queued run created this recently may still be on its way to the broker.
+DISPATCH_GRACE_SECONDS = 10.0
+HEARTBEAT_KEY = "hitl:worker:{}"
+HEARTBEAT_SECONDS = 10.0
+
+
+def expire_due_interrupts(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> int:
+    """Apply the expiry policy to pending interrupts whose deadline passed."""
+    now = now or timezone.now()
+    due = list(
+        HumanInterrupt.objects.pending()
+        .filter(expires_at__lte=now)
+        .order_by("expires_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    done = 0
+    for pk in due:
+        try:
+            ops_services.interrupt_expire(interrupt_id=pk, now=now)
+        except ServiceError as exc:  # answered or cancelled meanwhile: nothing to do
+            log.info("interrupt %s not expired: %s", pk, exc.message)
+        except Exception:
+            log.exception("could not expire interrupt %s", pk)
+        else:
+            done += 1
+    return done
+
+
+def reap_runs(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> dict[str, int]:
+    """Requeue running runs whose lease expired; re-send queued runs the broker lost."""
+    now = now or timezone.now()
+    expired = list(
+        Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now)
+        .order_by("lease_expires_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    requeued = 0
+    for pk in expired:
+        try:
+            if ops_services.run_requeue(run_id=pk, now=now):
+                requeued += 1
+        except Exception:
+            log.exception("could not requeue run %s", pk)
+
+    if not _broker_reachable():
+        # Each failed send blocks for seconds; try again on the next sweep instead.
+        log.warning("broker unreachable: queued runs will be re-sent on a later sweep")
+        return {"requeued": requeued, "resent": 0}
+    stale_before = now - timedelta(seconds=settings.HITL_REDISPATCH_AFTER)
+    grace = now - timedelta(seconds=DISPATCH_GRACE_SECONDS)
+    stale = list(
+        Run.objects.filter(status=Run.Status.QUEUED)
+        .filter(
+            # enqueue failed (broker down) ...
+            Q(dispatched_at__isnull=True, created_at__lt=grace)
+            # ... or the message was sent long ago and never picked up (broker lost it)
+            | Q(dispatched_at__lt=stale_before)
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    resent = 0
+    for pk in stale:
+        try:
+            if ops_services.run_redispatch(run_id=pk, stale_before=stale_before):
+                resent += 1
+        except Exception:
+            log.exception("could not re-send run %s", pk)
+    return {"requeued": requeued, "resent": resent}
+
+
+def _broker_reachable() -> bool:
+    if settings.HITL_EXECUTOR != "celery":
+        return True
+    from hitl.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except Exception:
+        return False
+    return True
+
+
+@shared_task(name="hitl.maintenance.expire_interrupts", ignore_result=True, time_limit=120)
+def expire_interrupts_task() -> int:
+    close_old_connections()
+    count = expire_due_interrupts()
+    if count:
+        log.info("expired %d interrupts", count)
+    return count
+
+
+@shared_task(name="hitl.maintenance.reap_runs", ignore_result=True, time_limit=120)
+def reap_runs_task() -> dict[str, int]:
+    close_old_connections()
+    result = reap_runs()
+    if any(result.values()):
+        log.info("reaper: %s", result)
+    return result
+
+
+# --- worker heartbeats --------------------------------------------------------------------
+
+
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+
+
+class _WorkerHeartbeat(threading.Thread):
+    """Writes `hitl:worker:<name>` = unix time every few seconds, with a TTL.
+
+    /metrics reports them; a worker that dies stops beating and its key expires.
+    """
+
+    def __init__(self, name: str):
+        super().__init__(name="hitl-worker-heartbeat", daemon=True)
+        self.key = HEARTBEAT_KEY.format(name)
+        self.stop_event = threading.Event()
+
+    def beat(self, client: Any) -> None:
+        client.set(self.key, f"{time.time():.3f}", ex=int(HEARTBEAT_SECONDS * 3))
+
+    def run(self) -> None:
+        client = _redis()
+        while True:
+            try:
+                self.beat(client)
+            except Exception as exc:  # Redis restarting: keep trying, quietly
+                log.debug("worker heartbeat failed: %s", exc)
+            if self.stop_event.wait(HEARTBEAT_SECONDS):
+                break
+        with contextlib.suppress(Exception):
+            client.delete(self.key)
+
+
+_heartbeat: _WorkerHeartbeat | None = None
+
+
+@signals.worker_ready.connect(weak=False, dispatch_uid="hitl-worker-heartbeat-start")
+def _start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
+    global _heartbeat
+    if not settings.REDIS_URL:
+        return
+    name = getattr(sender, "hostname", None) or f"{socket.gethostname()}:{os.getpid()}"
+    _heartbeat = _WorkerHeartbeat(name)
+    _heartbeat.start()
+
+
+@signals.worker_shutdown.connect(weak=False, dispatch_uid="hitl-worker-heartbeat-stop")
+def _stop_heartbeat(**kwargs: Any) -> None:
+    if _heartbeat is not None:
+        _heartbeat.stop_event.set()
+        _heartbeat.join(timeout=3)

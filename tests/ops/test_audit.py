@@ -1,0 +1,131 @@
+"""The audit trail: every transition recorded once, and nothing can change it afterwards."""
+
+from __future__ import annotations
+
+import pytest
+from django.template.loader import render_to_string
+
+from hitl import services
+from hitl.audit import audit_for_thread, audit_record
+from hitl.models import AppendOnly, AuditEvent, HumanInterrupt, Run, Thread
+
+Kind = AuditEvent.Kind
+
+
+def kinds(thread) -> list[str]:
+    return list(
+        AuditEvent.objects.filter(thread=thread)
+        .order_by("created_at", "id")
+        .values_list("kind", flat=True)
+    )
+
+
+@pytest.fixture
+def approval_thread(manual_runs, requester, reviewers_group):
+    run = services.run_start(graph="approval", input={"request": "q3"}, user=requester)
+    assert manual_runs(run) == "interrupted"
+    return run.thread
+
+
+def test_an_edited_answer_is_recorded_next_to_the_proposal(
+    approval_thread, manual_runs, reviewer, requester
+):
+    row = HumanInterrupt.objects.get(thread=approval_thread)
+    edited = {"to": "cfo@example.com", "subject": "Q3", "copies": 3, "urgent": True}
+    services.interrupt_resolve(
+        interrupt_id=row.pk, user=reviewer, response_type="edit", args={"args": edited}
+    )
+    resume = Run.objects.get(thread=approval_thread, kind="resume")
+    assert manual_runs(resume) == "success"
+
+    assert kinds(approval_thread) == [
+        Kind.RUN_STARTED,
+        Kind.INTERRUPT_CREATED,
+        Kind.RUN_FINISHED,
+        Kind.INTERRUPT_ANSWERED,
+        Kind.RUN_STARTED,
+        Kind.RUN_FINISHED,
+    ]
+    answered = AuditEvent.objects.get(thread=approval_thread, kind=Kind.INTERRUPT_ANSWERED)
+    assert answered.actor == reviewer
+    assert answered.interrupt_id == row.pk
+    assert answered.data["response_type"] == "edit"
+    assert answered.data["proposed"] == {"action": "send_email", "args": row.args}
+    assert answered.data["edited_args"] == edited  # numbers stay numbers
+    assert answered.data["group"] == "reviewers"
+    assert answered.data["wait_seconds"] >= 0
+    started = AuditEvent.objects.filter(thread=approval_thread, kind=Kind.RUN_STARTED)
+    assert [e.actor for e in started] == [requester, reviewer]
+    assert [e.data["run_kind"] for e in started] == ["start", "resume"]
+    assert [e.data["status"] for e in AuditEvent.objects.filter(kind=Kind.RUN_FINISHED)] == [
+        "interrupted",
+        "success",
+    ]
+
+
+def test_cancelling_records_the_thread_its_interrupts_and_runs(approval_thread, requester):
+    services.thread_cancel(thread=approval_thread, user=requester)
+    cancelled = AuditEvent.objects.filter(thread=approval_thread).exclude(
+        kind__in=[Kind.RUN_STARTED, Kind.INTERRUPT_CREATED, Kind.RUN_FINISHED]
+    )
+    assert sorted(e.kind for e in cancelled) == [Kind.INTERRUPT_CANCELLED, Kind.THREAD_CANCELLED]
+    assert {e.actor for e in cancelled} == {requester}
+
+
+def test_a_failed_run_is_recorded_with_its_error(ops_graphs, manual_runs, requester, tmp_path):
+    run = services.run_start(graph="ops_flaky", input={"dir": str(tmp_path)}, user=requester)
+    assert manual_runs(run) == "error"
+    failed = AuditEvent.objects.get(run=run, kind=Kind.RUN_FAILED)
+    assert "the downstream service is down" in failed.data["error"]
+    assert failed.data["attempt"] == 1
+
+
+def test_a_refused_answer_leaves_no_audit_event(approval_thread, reviewer):
+    row = HumanInterrupt.objects.get(thread=approval_thread)
+    with pytest.raises(services.Invalid):
+        services.interrupt_resolve(
+            interrupt_id=row.pk, user=reviewer, response_type="edit", args={"args": {"to": 7}}
+        )
+    assert not AuditEvent.objects.filter(kind=Kind.INTERRUPT_ANSWERED).exists()
+
+
+def test_audit_events_cannot_be_changed_or_deleted(approval_thread):
+    event = AuditEvent.objects.filter(thread=approval_thread).first()
+    event.data = {"forged": True}
+    with pytest.raises(AppendOnly):
+        event.save()
+    with pytest.raises(AppendOnly):
+        event.delete()
+    with pytest.raises(AppendOnly):
+        AuditEvent.objects.filter(thread=approval_thread).update(data={})
+    with pytest.raises(AppendOnly):
+        AuditEvent.objects.all().delete()
+    event.refresh_from_db()
+    assert "forged" not in event.data
+
+
+def test_deleting_a_thread_keeps_its_history(approval_thread):
+    count = AuditEvent.objects.filter(thread=approval_thread).count()
+    assert count == 3
+    Thread.objects.filter(pk=approval_thread.pk).delete()
+    assert AuditEvent.objects.filter(thread__isnull=True, run__isnull=True).count() == count
+
+
+def test_unknown_kinds_are_refused(db):
+    with pytest.raises(ValueError, match="Unknown audit event kind"):
+        audit_record(kind="thread.renamed")
+
+
+def test_the_thread_partial_shows_proposal_and_answer_side_by_side(approval_thread, reviewer):
+    row = HumanInterrupt.objects.get(thread=approval_thread)
+    services.interrupt_resolve(
+        interrupt_id=row.pk, user=reviewer, response_type="response", args="Not <b>today</b>."
+    )
+    entries = audit_for_thread(approval_thread)
+    assert [e.kind for e in entries][-1] == Kind.INTERRUPT_ANSWERED
+    assert entries[0].actor == "quinn" and entries[1].actor == "system"
+    html = render_to_string("hitl/_audit.html", {"audit": entries})
+    assert "Interrupt Answered" in html
+    assert "cfo" not in html and "team@example.com" in html  # the proposal
+    assert "Not &lt;b&gt;today&lt;/b&gt;." in html  # the answer, escaped
+    assert "<b>today" not in html
