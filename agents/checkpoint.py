@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from typing import Any
 from urllib.parse import urlparse
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[int, Any]] = {}
+_SETUP_LOCK_ID = 0x4C47_4350  # "LGCP": serializes checkpointer migrations across processes
 
 
 def _make(url: str, pool_size: int) -> Any:
@@ -26,9 +28,19 @@ def _make(url: str, pool_size: int) -> Any:
             kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
             open=True,
         )
-        saver = PostgresSaver(pool)
-        saver.setup()
-        return saver
+        with pool.connection() as conn:
+            # Worker processes starting together on a fresh database would race on
+            # CREATE TABLE IF NOT EXISTS (a unique violation in pg_type): one at a time.
+            # Polled, not blocking: a waiting statement would deadlock the holder's
+            # CREATE INDEX CONCURRENTLY, which waits for every open transaction.
+            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
+            while not conn.execute(lock, (_SETUP_LOCK_ID,)).fetchone()["locked"]:
+                time.sleep(0.05)
+            try:
+                PostgresSaver(conn).setup()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+        return PostgresSaver(pool)
     if scheme == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 

@@ -1,7 +1,7 @@
 """Graphs only the tests register: real langchain agents and a graph slow in a known place.
 
 Workers load them through HITL_EXTRA_GRAPHS (see WORKER_GRAPHS); in-process tests
-add them to the registry with the `test_graphs` fixture of tests/helpers.py.
+add them to the registry with `register_in_process`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,14 @@ TARGETS = {
     "slow_side_effect": "tests.graphs:slow_side_effect_graph",
 }
 WORKER_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
+
+
+def register_in_process(monkeypatch) -> None:
+    """Add the test graphs to this process's registry (built from settings at import)."""
+    from hitl.registry import registry
+
+    for name, target in TARGETS.items():
+        monkeypatch.setitem(registry.targets, name, target)
 
 
 # --- a real create_agent + HumanInTheLoopMiddleware, with a scripted model ------------

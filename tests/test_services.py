@@ -12,15 +12,14 @@ from hitl import services
 from hitl.models import AuditEvent, HumanInterrupt, Run, Thread
 from hitl.registry import registry
 from hitl.tasks import checkpointer, execute_run
-from tests.graphs import TARGETS
+from tests.graphs import register_in_process
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(autouse=True)
 def _test_graphs(monkeypatch):
-    for name, target in TARGETS.items():
-        monkeypatch.setitem(registry.targets, name, target)
+    register_in_process(monkeypatch)
 
 
 @pytest.fixture
