@@ -1,0 +1,110 @@
+"""The embedded default end to end: a real daphne with no DATABASE_URL and no REDIS_URL."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+
+import httpx
+import pytest
+
+from tests.conftest import BIN, PYTHON, ROOT, free_port, spawn, wait_for
+
+# Anything that would switch the app to Postgres, Redis or Celery is left out.
+SERVICE_VARS = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "HITL_CHECKPOINT_URL",
+    "HITL_EXECUTOR",
+    "HITL_EXTRA_GRAPHS",
+)
+
+
+@pytest.fixture
+def embedded(tmp_path):
+    """Migrate, create the demo reviewer, serve; yields (base URL, token, var dir)."""
+    var = tmp_path / "var"
+    env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
+    env.update(
+        {
+            "HITL_VAR_DIR": str(var),
+            "DJANGO_SETTINGS_MODULE": "hitl.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    manage = [PYTHON, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    token_file = tmp_path / "token"
+    setup = subprocess.run(
+        [*manage, "demo_setup", "--token-file", str(token_file)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "Demo reviewer: reviewer /" in setup.stdout
+
+    port = free_port()
+    proc = spawn(
+        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        env,
+        tmp_path / "daphne.log",
+    )
+
+    def up() -> bool:
+        assert proc.popen.poll() is None, proc.output()[-3000:]
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(up, 30, 0.1, "daphne to listen")
+    yield f"http://127.0.0.1:{port}", token_file.read_text().strip(), var
+    proc.stop()
+    assert "Traceback" not in proc.output(), proc.output()[-3000:]
+
+
+def test_embedded_default_runs_a_full_approval_cycle(embedded):
+    base, token, var = embedded
+    client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+    started = client.post("/api/v1/threads", json={"graph": "approval", "input": {"request": "q4"}})
+    assert started.status_code == 201, started.text
+    thread_url = f"/api/v1/threads/{started.json()['thread_id']}"
+
+    def interrupted():
+        body = client.get(thread_url).json()
+        assert body["status"] != "error", body
+        return body if body["status"] == "interrupted" and body["interrupts"] else None
+
+    [interrupt] = wait_for(interrupted, 30, 0.1, "the interrupt to appear")["interrupts"]
+    assert interrupt["action_request"]["action"] == "send_email"
+    assert interrupt["action_request"]["args"]["subject"] == "Re: q4"
+
+    edit = {"to": "cfo@example.com", "subject": "Q4", "copies": 2, "urgent": True}
+    decided = client.post(
+        f"/api/v1/interrupts/{interrupt['id']}/decision",
+        json={"type": "edit", "args": {"args": edit}},
+    )
+    assert decided.status_code == 200, decided.text
+    again = client.post(f"/api/v1/interrupts/{interrupt['id']}/decision", json={"type": "accept"})
+    assert again.status_code == 409
+    assert again.json()["detail"] == "Already answered by reviewer."
+
+    def done():
+        body = client.get(thread_url).json()
+        assert body["status"] != "error", body
+        return body if body["status"] == "done" else None
+
+    result = wait_for(done, 30, 0.1, "the thread to finish")["latest_run"]["result"]
+    assert result["sent"] is True
+    assert result["decision"] == {"type": "edit", "args": {"action": "send_email", "args": edit}}
+
+    # It really ran on SQLite files under HITL_VAR_DIR: the app tables and the checkpoints.
+    with sqlite3.connect(var / "hitl.sqlite3") as db:
+        statuses = db.execute("SELECT kind, status FROM hitl_run ORDER BY created_at").fetchall()
+    assert statuses == [("start", "interrupted"), ("resume", "success")]
+    with sqlite3.connect(var / "checkpoints.sqlite3") as db:
+        assert db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] > 0
