@@ -16,8 +16,8 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import NinjaAPI, Schema, Status
-from ninja.errors import AuthenticationError
-from ninja.security import APIKeyHeader, HttpBearer, django_auth
+from ninja.errors import AuthenticationError, ValidationError
+from ninja.security import APIKeyHeader, HttpBearer, SessionAuth
 
 from hitl import services
 from hitl.models import ApiToken, HumanInterrupt, Run, Thread
@@ -62,11 +62,24 @@ class TokenBearer(HttpBearer):
         return user
 
 
+class BrowserSession(SessionAuth):
+    """The logged-in browser session, CSRF-checked.
+
+    Without a session user there is nothing to check: the request simply has no
+    credentials and gets a 401, not ninja's "CSRF check Failed" 403.
+    """
+
+    def __call__(self, request):
+        if not request.user.is_authenticated:
+            return None
+        return super().__call__(request)
+
+
 api = NinjaAPI(
     title="HITL API",
     version="1",
     urls_namespace="api-v1",
-    auth=[TokenBearer(), TokenHeader(), django_auth],
+    auth=[TokenBearer(), TokenHeader(), BrowserSession()],
 )
 
 
@@ -78,6 +91,28 @@ def _service_error(request, exc: services.ServiceError):
 @api.exception_handler(RequestDataTooBig)
 def _too_big(request, exc):
     return api.create_response(request, {"detail": "Request body too large."}, status=413)
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request, exc: ValidationError):
+    errors = exc.errors
+    if errors and all((e.get("loc") or [""])[0] == "path" for e in errors):
+        # A malformed id in the URL names nothing that exists.
+        return api.create_response(request, {"detail": "Not found."}, status=404)
+    return api.create_response(
+        request, {"detail": _describe_errors(errors), "errors": errors}, status=422
+    )
+
+
+def _describe_errors(errors: list[dict[str, Any]]) -> str:
+    """One readable line, e.g. "Invalid request: input: Input should be a valid dictionary"."""
+    parts = []
+    for error in errors[:5]:
+        loc = [str(p) for p in (error.get("loc") or [])[1:]]
+        if loc[:1] == ["body"]:  # ninja nests the body under its parameter name
+            loc = loc[1:]
+        parts.append(f"{'.'.join(loc) or 'body'}: {error.get('msg', 'invalid')}")
+    return "Invalid request: " + "; ".join(parts)
 
 
 @api.exception_handler(AuthenticationError)
