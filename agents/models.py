@@ -1,0 +1,154 @@
+"""Chat models: a factory reading HITL_MODEL, and the offline scripted model.
+
+HITL_MODEL="provider:model" (e.g. "openai:gpt-4o-mini") goes through langchain's
+init_chat_model and needs the provider's package (`pip install 'hitl[openai]'`).
+The default, "scripted", is a deterministic offline model that emits real tool calls
+from a script, so the demo and the tests run with no network and no API key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict
+
+SCRIPTED = "scripted"
+SCRIPTED_LABEL = "scripted demo model"
+
+# A script sees the conversation and the bound tools' names and returns the next
+# message: text, tool calls, or both (see `reply`).
+Script = Callable[[list[BaseMessage], list[str]], AIMessage]
+
+
+class ModelConfigError(ValueError):
+    pass
+
+
+def reply(text: str = "", *calls: tuple[str, dict[str, Any]]) -> AIMessage:
+    """An AI message with optional tool calls, for scripts."""
+    return AIMessage(
+        content=text,
+        tool_calls=[
+            {"name": name, "args": args, "id": "", "type": "tool_call"} for name, args in calls
+        ],
+    )
+
+
+def latest_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages after the last user message."""
+    from agents.tools.files import is_transient
+
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage) and not is_transient(messages[index]):
+            return list(messages[index + 1 :])
+    return list(messages)
+
+
+def tool_results(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
+    """The latest result of each tool in the current turn, by tool name."""
+    return {m.name or "": m for m in latest_turn(messages) if isinstance(m, ToolMessage)}
+
+
+def latest_request(messages: Sequence[BaseMessage]) -> str:
+    from agents.tools.files import is_transient
+
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) and not is_transient(message):
+            return message.text
+    return ""
+
+
+def echo_script(messages: list[BaseMessage], tools: list[str]) -> AIMessage:
+    """Default script: say what it is and finish with the request as the result."""
+    request = latest_request(messages)
+    if "finish" in tools and "finish" not in tool_results(messages):
+        return reply(
+            "I am the scripted demo model; set HITL_MODEL=provider:model for a real one.",
+            ("finish", {"summary": f"Received: {request}"[:500], "result": {"request": request}}),
+        )
+    return reply(f"I am the scripted demo model. You said: {request}"[:2000])
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A deterministic chat model that follows a script and emits real tool calls."""
+
+    script: Script = echo_script
+    label: str = SCRIPTED_LABEL
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.label}
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable:
+        specs = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in tools]
+        return self.bind(tools=specs, **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        names = [spec.get("function", spec).get("name", "") for spec in tools or []]
+        message = self.script(list(messages), names)
+        # Ids derive from the conversation length: deterministic and unique per thread.
+        step = sum(isinstance(m, AIMessage) for m in messages)
+        counter = itertools.count()
+        message = AIMessage(
+            content=message.content,
+            tool_calls=[
+                {**call, "id": call.get("id") or f"call_{step}_{next(counter)}"}
+                for call in message.tool_calls
+            ],
+            response_metadata={"model_name": self.label},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def get_model(spec: str | None = None, *, script: Script | None = None) -> BaseChatModel:
+    """The chat model named by `spec` (default: $HITL_MODEL, else the scripted model)."""
+    spec = (spec if spec is not None else os.environ.get("HITL_MODEL", "")).strip() or SCRIPTED
+    if spec == SCRIPTED:
+        return ScriptedChatModel(script=script or echo_script)
+    provider, sep, name = spec.partition(":")
+    if not sep or not provider or not name:
+        raise ModelConfigError(
+            f"HITL_MODEL must be 'scripted' or 'provider:model' (e.g. openai:gpt-4o-mini); "
+            f"got {spec!r}."
+        )
+    from langchain.chat_models import init_chat_model
+
+    try:
+        return init_chat_model(spec)
+    except ImportError as exc:
+        raise ModelConfigError(
+            f"HITL_MODEL={spec!r} needs the {provider} integration package ({exc}). "
+            f"Install it, e.g. pip install 'hitl[{provider}]'."
+        ) from exc
+
+
+def model_label(model: Any) -> str:
+    """A human name for a model, for the UI (the scripted model says what it is)."""
+    if isinstance(model, ScriptedChatModel):
+        return model.label
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__

@@ -1,0 +1,254 @@
+"""Tool approval: any tool can be marked as needing a person's decision before it runs.
+
+`require_approval(tool, ...)` marks a tool (ours or a user's); `approval_gate` is the
+ToolNode `wrap_tool_call` hook that turns each call of a marked tool into a
+HumanInterrupt and acts on the answer:
+
+- accept   -> run with the proposed args
+- edit     -> run with the reviewer's args (validated against the tool's schema)
+- response -> do not run; the reviewer's text is the tool result
+- ignore   -> do not run; the tool result says it was skipped
+"""
+
+from __future__ import annotations
+
+import copy
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import jsonschema
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import tool as as_tool
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command, interrupt
+
+from agents.tools.base import escape_md, read_human_response, state_value
+
+APPROVAL_KEY = "hitl_approval"
+DEFAULT_DESCRIPTION = "The agent wants to run **{tool}**. Check the arguments before it runs."
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    allow_accept: bool = True
+    allow_edit: bool = True
+    allow_respond: bool = True
+    allow_ignore: bool = True
+    # Markdown; {tool} and {<arg name>} are replaced (values escaped).
+    description: str = DEFAULT_DESCRIPTION
+    # Args a reviewer may change when editing; None means all of them.
+    editable: tuple[str, ...] | None = None
+    # Always ask this reviewer group (else the group the agent routed to, else the default).
+    reviewer_group: str | None = None
+    expires_in: float | None = None
+
+    def config(self) -> dict[str, bool]:
+        return {
+            "allow_accept": self.allow_accept,
+            "allow_edit": self.allow_edit,
+            "allow_respond": self.allow_respond,
+            "allow_ignore": self.allow_ignore,
+        }
+
+
+def require_approval(
+    tool: BaseTool | Callable[..., Any],
+    *,
+    allow_accept: bool = True,
+    allow_edit: bool = True,
+    allow_respond: bool = True,
+    allow_ignore: bool = True,
+    description: str = DEFAULT_DESCRIPTION,
+    editable: Sequence[str] | None = None,
+    reviewer_group: str | None = None,
+    expires_in: float | None = None,
+) -> BaseTool:
+    """Return a copy of `tool` that needs a reviewer's decision before each call."""
+    base = tool if isinstance(tool, BaseTool) else as_tool(tool)
+    if not any((allow_accept, allow_edit, allow_respond, allow_ignore)):
+        raise ValueError(f"Approval for {base.name!r} must allow at least one decision.")
+    fields = set(_args_schema(base).get("properties", {}))
+    unknown = [name for name in editable or () if name not in fields]
+    if unknown:
+        raise ValueError(f"{base.name!r} has no argument(s) {', '.join(unknown)} to edit.")
+    policy = ApprovalPolicy(
+        allow_accept=allow_accept,
+        allow_edit=allow_edit,
+        allow_respond=allow_respond,
+        allow_ignore=allow_ignore,
+        description=description,
+        editable=tuple(editable) if editable is not None else None,
+        reviewer_group=reviewer_group,
+        expires_in=expires_in,
+    )
+    # Metadata holds plain data only: it travels with callbacks and traces.
+    return base.model_copy(
+        update={"metadata": {**(base.metadata or {}), APPROVAL_KEY: asdict(policy)}}
+    )
+
+
+def approval_policy(tool: BaseTool | None) -> ApprovalPolicy | None:
+    data = (getattr(tool, "metadata", None) or {}).get(APPROVAL_KEY)
+    if not isinstance(data, dict):
+        return None
+    data = dict(data)
+    if data.get("editable") is not None:
+        data["editable"] = tuple(data["editable"])
+    return ApprovalPolicy(**data)
+
+
+def _args_schema(tool: BaseTool) -> dict[str, Any]:
+    """The JSON schema of the args the model proposes (injected args excluded)."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict):
+        schema = copy.deepcopy(schema.get("parameters", schema))
+    else:
+        schema = schema.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    return schema
+
+
+def edit_schema(tool: BaseTool, policy: ApprovalPolicy, args: dict[str, Any]) -> dict[str, Any]:
+    """The schema a reviewer's edit must match: the tool's, pinned where not editable."""
+    schema = _args_schema(tool)
+    schema.setdefault("type", "object")
+    schema["additionalProperties"] = False
+    properties = schema.setdefault("properties", {})
+    if policy.editable is not None:
+        for name in list(properties):
+            if name in policy.editable:
+                continue
+            # Not editable: must stay as proposed (or stay absent).
+            properties[name] = {"const": args[name]} if name in args else False
+    return schema
+
+
+class _Template(string.Formatter):
+    def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+        if isinstance(key, str) and key in kwargs:
+            return kwargs[key]
+        return "{" + str(key) + "}"
+
+    def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+        # No attribute or index lookups: templates only name arguments.
+        return self.get_value(field_name, args, kwargs), field_name
+
+
+def render_description(template: str, tool_name: str, args: dict[str, Any]) -> str:
+    values = {k: escape_md(v) for k, v in args.items()}
+    values["tool"] = escape_md(tool_name)
+    try:
+        return _Template().vformat(template, (), values)
+    except (ValueError, IndexError):
+        return template
+
+
+def approval_request(
+    tool: BaseTool,
+    policy: ApprovalPolicy,
+    call: dict[str, Any],
+    *,
+    reviewer_group: str | None = None,
+) -> dict[str, Any]:
+    """The HumanInterrupt a marked tool call pauses with."""
+    args = dict(call.get("args") or {})
+    value: dict[str, Any] = {
+        "action_request": {"action": tool.name, "args": args},
+        "config": policy.config(),
+        "description": render_description(policy.description, tool.name, args),
+        "args_schema": edit_schema(tool, policy, args),
+        "tool_call_id": call.get("id"),
+    }
+    group = policy.reviewer_group or reviewer_group
+    if group:
+        value["reviewer_group"] = group
+    if policy.expires_in:
+        value["expires_in"] = policy.expires_in
+    return value
+
+
+def _result(call: dict[str, Any], content: str, *, review: str, status: str = "success"):
+    return ToolMessage(
+        content=content,
+        name=call["name"],
+        tool_call_id=call["id"],
+        status=status,
+        artifact={"review": review, "executed": False},
+    )
+
+
+def approval_gate(
+    request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
+) -> ToolMessage | Command:
+    """ToolNode wrap_tool_call hook: ask before running a tool marked with require_approval."""
+    policy = approval_policy(request.tool)
+    if request.tool is None or policy is None:
+        return execute(request)
+    call = request.tool_call
+    value = approval_request(
+        request.tool,
+        policy,
+        call,
+        reviewer_group=state_value(request.state, "reviewer_group"),
+    )
+    # On resume the node runs again from the top and interrupt() returns the answer;
+    # nothing above has side effects, so the tool itself runs at most once.
+    answer = interrupt(value)
+    try:
+        kind, args = read_human_response(answer)
+    except ToolException as exc:
+        return _result(call, str(exc), review="unknown", status="error")
+    allowed = {
+        "accept": policy.allow_accept,
+        "edit": policy.allow_edit,
+        "response": policy.allow_respond,
+        "ignore": policy.allow_ignore,
+    }
+    if not allowed.get(kind):
+        return _result(
+            call,
+            f"The answer {kind!r} is not allowed for {call['name']}; the tool was not run.",
+            review=kind,
+            status="error",
+        )
+    if kind == "accept":
+        return execute(request)
+    if kind == "edit":
+        edited = args.get("args") if isinstance(args, dict) and "args" in args else args
+        if not isinstance(edited, dict):
+            return _result(
+                call,
+                "The reviewer's edit had no arguments; the tool was not run.",
+                review=kind,
+                status="error",
+            )
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(value["args_schema"]).iter_errors(edited)
+        )
+        if error is not None:
+            where = "/".join(str(p) for p in error.path) or "args"
+            return _result(
+                call,
+                f"The reviewer's edit does not fit {call['name']} ({where}: {error.message}); "
+                "the tool was not run.",
+                review=kind,
+                status="error",
+            )
+        return execute(request.override(tool_call={**call, "args": edited}))
+    if kind == "response":
+        return _result(call, str(args or ""), review=kind)
+    return _result(
+        call,
+        f"The reviewer skipped this call: {call['name']} was not run. Go on without it.",
+        review=kind,
+    )
+
+
+def approval_tool_node(tools: Sequence[BaseTool | Callable[..., Any]], **kwargs: Any) -> ToolNode:
+    """A ToolNode that asks before running tools marked with require_approval."""
+    return ToolNode(tools, wrap_tool_call=approval_gate, **kwargs)
