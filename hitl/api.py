@@ -15,11 +15,12 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from ninja import NinjaAPI, Schema, Status
+from ninja import File, NinjaAPI, Schema, Status, UploadedFile
 from ninja.errors import AuthenticationError, ValidationError
 from ninja.security import APIKeyHeader, HttpBearer, SessionAuth
 
-from hitl import services
+from hitl import files, services
+from hitl.artifacts import artifact_json
 from hitl.models import ApiToken, HumanInterrupt, Run, Thread
 from hitl.registry import registry
 from hitl.selectors import (
@@ -160,6 +161,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "input": run.input,
         "result": run.result,
         "error": run.error,
+        "final_result": run.final_result,
         "attempts": run.attempts,
         "created_at": run.created_at.isoformat(),
         "started_at": run.started_at.isoformat() if run.started_at else None,
@@ -212,6 +214,7 @@ def thread_json(thread: Thread, *, with_details: bool = True) -> dict[str, Any]:
         ]
         latest = thread.runs.order_by("-created_at").first()
         data["latest_run"] = run_json(latest) if latest else None
+        data["artifacts"] = [artifact_json(a) for a in thread.artifacts.order_by("created_at")]
     return data
 
 
@@ -278,6 +281,25 @@ async def thread_wait(request, thread_id: uuid.UUID, status: str = "interrupted,
 def thread_cancel(request, thread_id: uuid.UUID):
     thread = services.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
     return thread_json(thread)
+
+
+@api.post(
+    "/threads/{thread_id}/files",
+    response={201: dict, 400: Error, 403: Error, 404: Error, 413: Error},
+)
+def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile]):
+    """Upload a file into the thread's /mnt/user-data/uploads (multipart field "file")."""
+    thread = _thread_for(request, thread_id)
+    stored = files.thread_file_upload(
+        thread=thread, user=request.user, name=file.name or "", content=file
+    )
+    return Status(201, stored)
+
+
+@api.get("/threads/{thread_id}/files", response={200: None, 400: Error, 404: Error})
+def thread_file_download(request, thread_id: uuid.UUID, path: str):
+    """Download one of the thread's files by virtual path (always as an attachment)."""
+    return files.thread_file_response(thread=_thread_for(request, thread_id), path=path)
 
 
 @api.get("/runs/{run_id}", response={200: dict, 404: Error})
