@@ -28,6 +28,11 @@ def inbox_group(group_id: int | None) -> str:
 INBOX_ALL = "inbox.all"
 
 
+def user_group(user_id: int) -> str:
+    """A user's own inbox socket(s): changes of the threads they requested."""
+    return f"user.{user_id}"
+
+
 class ThreadEvent(TypedDict):
     """An AG-UI event on a thread stream, wrapped for the channel layer."""
 
@@ -174,4 +179,7 @@ def publish_thread_changed(*, thread_id: Any, status: str, requester_id: int | N
         "status": status,
         "requester_id": requester_id,
     }
-    publish([thread_group(thread_id), INBOX_ALL], dict(message))
+    groups = [thread_group(thread_id), INBOX_ALL]
+    if requester_id is not None:
+        groups.append(user_group(requester_id))
+    publish(groups, dict(message))

@@ -6,12 +6,21 @@ from hitl import ops, views
 from hitl.api import api
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    # Reviewer web app pages (hitl/views.py).
+    path("", views.inbox, name="home"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("threads/new/", views.thread_new, name="thread-new"),
     path("threads/<uuid:thread_id>/", views.thread_detail, name="thread"),
+    path("threads/<uuid:thread_id>/live/", views.thread_live, name="thread-live"),
     path("threads/<uuid:thread_id>/status/", views.thread_status, name="thread-status"),
     path("threads/<uuid:thread_id>/cancel/", views.thread_cancel, name="thread-cancel"),
+    path(
+        "threads/<uuid:thread_id>/files/<uuid:artifact_id>/",
+        views.artifact_download,
+        name="artifact",
+    ),
+    path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),

@@ -1,0 +1,184 @@
+// Inbox: keyboard selection, quick accept/ignore, filters, and live rows.
+(function () {
+  "use strict";
+  const HITL = window.HITL;
+  const inbox = document.getElementById("inbox");
+  if (!HITL || !inbox) return;
+  const filters = document.getElementById("filters");
+  let selected = -1;
+
+  function rows() {
+    return Array.prototype.slice.call(inbox.querySelectorAll("tbody tr.row"));
+  }
+  function select(index, scroll) {
+    const list = rows();
+    list.forEach(function (row) { row.classList.remove("selected"); row.removeAttribute("aria-selected"); });
+    if (!list.length) { selected = -1; return; }
+    selected = Math.max(0, Math.min(index, list.length - 1));
+    const row = list[selected];
+    row.classList.add("selected");
+    row.setAttribute("aria-selected", "true");
+    if (scroll !== false) row.scrollIntoView({ block: "nearest" });
+  }
+  function current() {
+    const list = rows();
+    return selected >= 0 && selected < list.length ? list[selected] : null;
+  }
+  function syncEmpty() {
+    const empty = document.getElementById("inbox-empty");
+    if (empty) empty.hidden = rows().length > 0;
+  }
+  function setCount(delta, absolute) {
+    ["pending-badge", "pending-total"].forEach(function (id) {
+      const el = document.getElementById(id);
+      if (!el) return;
+      const value = absolute !== undefined ? absolute : Math.max(0, parseInt(el.textContent, 10) + delta);
+      el.textContent = String(value);
+    });
+  }
+
+  function removeRow(id, note) {
+    const row = document.getElementById("row-" + id);
+    if (!row) return false;
+    const wasSelected = row.classList.contains("selected");
+    row.classList.add("leaving");
+    setTimeout(function () {
+      row.remove();
+      syncEmpty();
+      if (wasSelected) select(selected);
+    }, 300);
+    if (note) HITL.toast(note);
+    return true;
+  }
+
+  async function decide(row, type) {
+    const body = new FormData();
+    body.append("type", type);
+    body.append("csrfmiddlewaretoken", HITL.csrfToken());
+    try {
+      const response = await fetch(row.dataset.decide, {
+        method: "POST",
+        body: body,
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      });
+      const data = await response.json();
+      if (response.ok) {
+        removeRow(row.dataset.id);
+        HITL.toast(type === "accept" ? "Accepted." : "Ignored.");
+      } else {
+        HITL.toast(data.error || "That did not work.", { kind: "warn" });
+      }
+    } catch (e) {
+      HITL.toast("Network error; try again.", { kind: "warn" });
+    }
+  }
+
+  // --- keyboard and mouse ------------------------------------------------------------
+  document.addEventListener("keydown", function (event) {
+    if (HITL.isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
+    const row = current();
+    switch (event.key) {
+      case "j": select(selected + 1); break;
+      case "k": select(selected < 0 ? 0 : selected - 1); break;
+      case "Enter": if (row) location.href = row.dataset.href; else return; break;
+      case "a":
+      case "i": {
+        if (!row || !row.dataset.decide) return;
+        const type = event.key === "a" ? "accept" : "ignore";
+        if ((row.dataset.allowed || "").split(" ").indexOf(type) < 0) {
+          HITL.toast("This request does not allow " + type + ".", { kind: "warn" });
+          break;
+        }
+        decide(row, type);
+        break;
+      }
+      case "e":
+      case "r": {
+        if (!row || !row.dataset.decide) return;
+        sessionStorage.setItem("hitl:intent", JSON.stringify({ id: row.dataset.id, action: event.key === "e" ? "edit" : "response" }));
+        location.href = row.dataset.href;
+        break;
+      }
+      default: return;
+    }
+    event.preventDefault();
+  });
+  inbox.addEventListener("click", function (event) {
+    const row = event.target.closest("tr.row");
+    if (!row || event.target.closest("a, button, input")) return;
+    location.href = row.dataset.href;
+  });
+  if (filters) {
+    filters.addEventListener("change", function () { filters.submit(); });
+  }
+
+  // --- live ---------------------------------------------------------------------------
+  function matches(row) {
+    const d = inbox.dataset;
+    if (d.group && row.dataset.group !== d.group) return false;
+    if (d.graph && row.dataset.graph !== d.graph) return false;
+    if (d.clarification && row.dataset.clarification !== d.clarification) return false;
+    if (d.mine && d.myGroups !== undefined) {
+      if (d.myGroups.split(" ").indexOf(row.dataset.group) < 0) return false;
+    }
+    return true;
+  }
+  function place(row) {
+    const tbody = inbox.querySelector("tbody");
+    const newest = inbox.dataset.order !== "oldest";
+    // Only the page that shows the newest (or, oldest-first, the last) items grows.
+    if (newest && inbox.dataset.firstPage) tbody.insertBefore(row, tbody.firstChild);
+    else if (!newest && !inbox.querySelector('a[rel="next"]')) tbody.appendChild(row);
+    else return false;
+    row.classList.add("fresh");
+    syncEmpty();
+    if (selected >= 0 && newest) selected += 1;
+    return true;
+  }
+
+  document.addEventListener("hitl:inbox", function (event) {
+    const message = event.detail;
+    const kind = inbox.dataset.kind;
+    if (message.type === "interrupt.changed") {
+      if (message.status === "pending") {
+        if (!message.html) return;
+        const existing = document.getElementById("row-" + message.interrupt_id);
+        if (!existing) setCount(1);
+        if (kind !== "interrupts") return;
+        const row = HITL.fragment(message.html);
+        if (existing) existing.replaceWith(row);
+        else if (matches(row)) place(row);
+      } else {
+        setCount(-1);
+        const note = message.responded_by && message.responded_by !== document.body.dataset.user
+          ? "Answered by " + message.responded_by + "." : "";
+        removeRow(message.interrupt_id, note);
+      }
+    } else if (message.type === "thread.changed" && kind === "threads" && message.html) {
+      const tab = inbox.dataset.tab;
+      const fits = tab === "all" || tab === message.status;
+      const existing = document.getElementById("row-" + message.thread_id);
+      const row = HITL.fragment(message.html);
+      if (existing && fits) existing.replaceWith(row);
+      else if (existing) removeRow(message.thread_id);
+      else if (fits && matches(row)) place(row);
+    }
+  });
+
+  // After a dropped socket, fetch the list again: events may have been missed.
+  // The first hello resyncs too: the page was rendered before the socket subscribed.
+  document.addEventListener("hitl:inbox-open", async function () {
+    try {
+      const response = await fetch(inbox.dataset.partialUrl, { credentials: "same-origin" });
+      if (!response.ok) return;
+      inbox.innerHTML = await response.text();
+      const sync = document.getElementById("pending-sync");
+      if (sync) setCount(0, parseInt(sync.dataset.count, 10));
+      select(selected, false);
+      syncEmpty();
+    } catch (e) { /* the next reconnect tries again */ }
+  });
+
+  select(0, false);
+})();

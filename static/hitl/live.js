@@ -1,0 +1,195 @@
+// Shared by every page: live sockets with reconnect, CSRF for injected forms, toasts,
+// browser notifications (opt-in), and the keyboard help.
+(function () {
+  "use strict";
+  const HITL = (window.HITL = window.HITL || {});
+  document.documentElement.classList.add("js");
+
+  HITL.csrfToken = function () {
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
+  };
+
+  // Fragments that arrive over a socket were rendered without a request: give their
+  // forms this page's token.
+  HITL.fillCsrf = function (root) {
+    root.querySelectorAll('input[name="csrfmiddlewaretoken"]').forEach(function (input) {
+      if (!input.value) input.value = HITL.csrfToken();
+    });
+  };
+
+  HITL.fragment = function (html) {
+    const template = document.createElement("template");
+    template.innerHTML = html.trim();
+    HITL.fillCsrf(template.content);
+    return template.content.firstElementChild;
+  };
+
+  HITL.isTyping = function (event) {
+    const el = event.target;
+    return !!el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  };
+
+  HITL.toast = function (text, options) {
+    options = options || {};
+    const box = document.getElementById("toasts");
+    if (!box) return;
+    const el = document.createElement("div");
+    el.className = "toast" + (options.kind ? " " + options.kind : "");
+    el.setAttribute("role", "status");
+    el.textContent = text;
+    if (options.href) {
+      const link = document.createElement("a");
+      link.href = options.href;
+      link.textContent = " Open";
+      el.appendChild(link);
+    }
+    box.appendChild(el);
+    setTimeout(function () { el.remove(); }, options.ms || 5000);
+  };
+
+  // --- live indicator over all of this page's sockets -----------------------------
+  const states = {};
+  function indicate(name, state) {
+    states[name] = state;
+    const el = document.getElementById("live-indicator");
+    if (!el) return;
+    const values = Object.values(states);
+    const overall = values.every(function (s) { return s === "live"; })
+      ? "live"
+      : values.some(function (s) { return s === "offline"; }) ? "offline" : "connecting";
+    el.dataset.state = overall;
+    el.querySelector(".label").textContent = overall === "offline" ? "reconnecting" : overall;
+  }
+
+  // A socket that reconnects with backoff and tells the page when to resync: every
+  // "hello" after the first means events may have been missed while it was down.
+  HITL.connect = function (name, path, handlers) {
+    let socket = null;
+    let attempts = 0;
+    let opened = false;
+    let stopped = false;
+    let pinger = null;
+    function open() {
+      indicate(name, opened ? "offline" : "connecting");
+      const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+      socket = new WebSocket(scheme + location.host + path);
+      socket.onmessage = function (event) {
+        let message;
+        try { message = JSON.parse(event.data); } catch (e) { return; }
+        if (message.type === "hello") {
+          const resync = opened;
+          opened = true;
+          attempts = 0;
+          indicate(name, "live");
+          if (handlers.open) handlers.open({ resync: resync });
+          return;
+        }
+        if (message.type === "pong") return;
+        handlers.message(message);
+      };
+      socket.onclose = function (event) {
+        clearInterval(pinger);
+        if (stopped) return;
+        if (event.code === 4401 || event.code === 4403) {
+          // Not (or no longer) allowed: a reload shows the login page or a 404.
+          indicate(name, "offline");
+          HITL.toast("You no longer have access to live updates here; reload the page.", { kind: "warn", ms: 10000 });
+          return;
+        }
+        indicate(name, "offline");
+        attempts += 1;
+        const delay = Math.min(10000, 400 * Math.pow(2, attempts - 1)) + Math.random() * 300;
+        setTimeout(open, delay);
+      };
+      pinger = setInterval(function () {
+        if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "ping" }));
+      }, 25000);
+    }
+    open();
+    return {
+      get socket() { return socket; },
+      drop: function () { if (socket) socket.close(); },
+      stop: function () { stopped = true; if (socket) socket.close(); },
+    };
+  };
+
+  // --- notifications (only after the reviewer says yes) ---------------------------
+  const toggle = document.getElementById("notify-toggle");
+  function refreshToggle() {
+    if (!toggle) return;
+    toggle.hidden = !("Notification" in window) || Notification.permission !== "default";
+  }
+  if (toggle) {
+    refreshToggle();
+    toggle.addEventListener("click", function () {
+      Notification.requestPermission().then(refreshToggle);
+    });
+  }
+  HITL.notify = function (title, body, href) {
+    if (!("Notification" in window) || Notification.permission !== "granted") return false;
+    try {
+      const note = new Notification(title, { body: body || "", tag: href || title });
+      note.onclick = function () { window.focus(); if (href) location.href = href; note.close(); };
+      return true;
+    } catch (e) {
+      return false;
+    }
+  };
+
+  // --- the inbox socket: on every page, for notifications and the inbox itself -----
+  const body = document.body;
+  if (body.dataset.inboxSocket) {
+    HITL.inbox = HITL.connect("inbox", body.dataset.inboxSocket, {
+      open: function (info) {
+        document.dispatchEvent(new CustomEvent("hitl:inbox-open", { detail: info }));
+      },
+      message: function (message) {
+        if (message.type === "interrupt.changed" && message.status === "pending" && message.notify) {
+          const row = message.html ? HITL.fragment(message.html) : null;
+          const href = row ? row.dataset.href : "/";
+          const onInbox = !!document.getElementById("inbox");
+          const onThread = document.getElementById("thread");
+          const sameThread = onThread && onThread.dataset.thread === message.thread_id;
+          if (document.hidden || (!onInbox && !sameThread)) {
+            HITL.notify(message.notify.title, message.notify.body, href);
+          }
+          if (!onInbox && !sameThread) {
+            HITL.toast("New request: " + message.notify.title, { href: href });
+          }
+        }
+        document.dispatchEvent(new CustomEvent("hitl:inbox", { detail: message }));
+      },
+    });
+  }
+
+  // --- help and global keys --------------------------------------------------------
+  const help = document.getElementById("help");
+  function showHelp(show) {
+    if (help) help.hidden = !show;
+  }
+  const helpToggle = document.getElementById("help-toggle");
+  if (helpToggle) helpToggle.addEventListener("click", function () { showHelp(help.hidden); });
+  if (help) {
+    help.addEventListener("click", function (event) {
+      if (event.target === help || event.target.hasAttribute("data-close-help")) showHelp(false);
+    });
+  }
+  let pendingG = false;
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") {
+      if (help && !help.hidden) { showHelp(false); event.preventDefault(); return; }
+      if (HITL.isTyping(event)) event.target.blur();
+      return;
+    }
+    if (HITL.isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.key === "?") { showHelp(help && help.hidden); event.preventDefault(); return; }
+    if (pendingG && event.key === "i") { location.href = "/"; return; }
+    pendingG = event.key === "g";
+  });
+
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) event.preventDefault();
+  });
+})();
