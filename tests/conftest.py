@@ -121,10 +121,17 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
 
 
 @pytest.fixture
-def manual_runs(settings):
+def manual_runs(settings, request, monkeypatch):
     """Runs are not dispatched; the test executes them with `execute`."""
     settings.HITL_EXECUTOR = "manual"
+    from hitl import tasks
     from hitl.tasks import execute_run
+
+    if "transactional_db" not in request.fixturenames:
+        # The run's heartbeat thread reads the run row on its own connection, which
+        # cannot see this test's open transaction: it would stop any run longer than
+        # one check as "cancelled". Transactional tests keep the real watch.
+        monkeypatch.setattr(tasks._Heartbeat, "CHECK_INTERVAL", 3600.0)
 
     def execute(run) -> str:
         outcome, _ = execute_run(str(getattr(run, "pk", run)), worker="pytest")

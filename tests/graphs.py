@@ -24,6 +24,7 @@ TARGETS = {
     "agent_batched": "tests.graphs:batched_agent",
     "agent_per_call": "tests.graphs:per_call_agent",
     "slow_side_effect": "tests.graphs:slow_side_effect_graph",
+    "failing": "tests.graphs:failing_graph",
 }
 WORKER_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -167,5 +168,28 @@ slow_side_effect_graph = (
     .add_edge("slow", "approve")
     .add_edge("approve", "act")
     .add_edge("act", END)
+    .compile()
+)
+
+
+# --- fails in a node --------------------------------------------------------------------
+
+
+class FailingState(TypedDict, total=False):
+    fail: bool
+    done: bool
+
+
+def _maybe_fail(state: FailingState) -> dict[str, Any]:
+    if state.get("fail", True):
+        raise RuntimeError("the tool exploded")
+    return {"done": True}
+
+
+failing_graph = (
+    StateGraph(FailingState)
+    .add_node("work", _maybe_fail)
+    .add_edge(START, "work")
+    .add_edge("work", END)
     .compile()
 )

@@ -405,6 +405,38 @@ def test_a_busy_or_interrupted_thread_refuses_a_new_run(start, requester):
         services.run_start(graph="approval", input={}, user=requester, thread=thread)
 
 
+# --- failures -------------------------------------------------------------------------
+
+
+def test_a_failing_graph_records_the_error_and_frees_the_thread(start, manual_runs, requester):
+    thread = start("failing")
+    run = thread.runs.get()
+    assert (thread.status, run.status) == ("error", "error")
+    assert "RuntimeError: the tool exploded" in run.error
+    assert (run.lease_owner, run.lease_expires_at) == ("", None)
+    assert run.finished_at is not None
+    assert not thread.interrupts.exists()
+
+    again = services.run_start(
+        graph="failing", input={"fail": False}, user=requester, thread=thread
+    )
+    assert manual_runs(again) == "success"
+    again.refresh_from_db()
+    assert again.result["done"] is True
+    thread.refresh_from_db()
+    assert thread.status == "done"
+
+
+def test_an_unregistered_graph_fails_the_run_instead_of_hanging(start, manual_runs, monkeypatch):
+    thread = start("approval")
+    run = services.run_start(graph="approval", input={}, user=thread.requester)
+    # e.g. a worker deployed without the graph the web process knows
+    monkeypatch.delitem(registry.targets, "approval")
+    assert manual_runs(run) == "error"
+    run.refresh_from_db()
+    assert "Unknown graph 'approval'" in run.error
+
+
 # --- redelivery ----------------------------------------------------------------------
 
 

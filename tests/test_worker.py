@@ -177,6 +177,29 @@ def test_middleware_agent_through_a_worker(worker, requester_api, reviewer_api):
     assert "with reason: Keep it." in final
 
 
+def test_cancelling_a_running_thread_stops_its_run(worker, requester_api, tmp_path):
+    folder = tmp_path / "graph"
+    folder.mkdir()
+    thread_id = start(requester_api, "slow_side_effect", {"dir": str(folder)})
+    wait_for(lambda: slow_pids(folder), 30, what="the run to reach the slow node")
+    run = Run.objects.get(thread_id=thread_id)
+
+    cancelled = requester_api.post(f"/api/v1/threads/{thread_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.content
+    assert cancelled.json()["status"] == "idle"
+    (folder / "release").touch()
+
+    # The task's outcome as Celery logs it: "... succeeded in 0.1s: 'cancelled'".
+    wait_for(
+        lambda: ": 'cancelled'" in worker.output(), 30, what="the worker to drop the cancelled run"
+    )
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert Thread.objects.get(pk=thread_id).status == "idle"
+    assert not HumanInterrupt.objects.filter(thread_id=thread_id).exists()
+    assert not (folder / "published.log").exists()
+
+
 # --- killed workers -------------------------------------------------------------------
 
 
