@@ -394,6 +394,19 @@ def _expiry_fields(
     return fields
 
 
+def _lock_thread_and_run(run_id: Any) -> tuple[Thread | None, Run | None]:
+    """Lock a run's thread, then the run.
+
+    Thread first, like every service that changes a thread (decide, cancel, start):
+    with the opposite order a finishing run and a cancel deadlock each other.
+    """
+    thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).first()
+    if thread_id is None:
+        return None, None
+    thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+    return thread, Run.objects.select_for_update().filter(pk=run_id).first()
+
+
 def run_finish(
     *,
     run_id: Any,
@@ -405,10 +418,14 @@ def run_finish(
     now = timezone.now()
     created: list[HumanInterrupt] = []
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.status != Run.Status.RUNNING or run.lease_owner != worker:
+        thread, run = _lock_thread_and_run(run_id)
+        if (
+            thread is None
+            or run is None
+            or run.status != Run.Status.RUNNING
+            or run.lease_owner != worker
+        ):
             return None  # cancelled, or another worker took over: its outcome counts
-        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
         groups: dict[str, Any] = {}
         for interrupt_id, value, schema in interrupts:
             kind, requests = contract.requests_for(value, schema)
@@ -480,9 +497,10 @@ def run_finish(
 def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
     """Record a failed run; the thread shows the error until a new run starts."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        thread, run = _lock_thread_and_run(run_id)
         if (
-            run is None
+            thread is None
+            or run is None
             or run.status in Run.TERMINAL
             or (run.lease_owner and run.lease_owner != worker)
         ):
@@ -501,7 +519,6 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
             run=run,
             data={"error": audit.error_summary(error), "attempt": run.attempts},
         )
-        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])
         _announce_thread(thread)

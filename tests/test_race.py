@@ -8,11 +8,12 @@ from collections import Counter
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 
 from hitl import services
 from hitl.models import ApiToken, HumanInterrupt, Run, Thread
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -105,3 +106,46 @@ def test_racing_on_two_parallel_interrupts_resumes_once_with_both(
     assert set(resume.input["resume"]) == {r.interrupt_id for r in rows}
     assert manual_runs(resume) == "success"
     assert Thread.objects.get(pk=thread.pk).status == "done"
+
+
+def test_run_finish_waits_for_a_cancel_instead_of_deadlocking(
+    transactional_db, manual_runs, requester, test_database_url
+):
+    """Lock order is thread first, then run, everywhere: a finishing run meeting a cancel
+    that holds the thread waits for it (and then sees the cancel) instead of deadlocking."""
+    import psycopg
+
+    run = services.run_start(graph="approval", input={}, user=requester)
+    claimed, _ = services.run_claim(run_id=run.pk, worker="w")
+    assert claimed is not None
+    outcome: dict = {}
+
+    def finish() -> None:
+        try:
+            outcome["run"] = services.run_finish(
+                run_id=run.pk, worker="w", interrupts=[], result={"done": True}
+            )
+        except Exception as exc:  # the failure under test: DeadlockDetected
+            outcome["error"] = exc
+        finally:
+            connection.close()
+
+    finisher = threading.Thread(target=finish)
+    with psycopg.connect(test_database_url, autocommit=True) as watcher, transaction.atomic():
+        # What thread_cancel does: lock the thread, then cancel its runs.
+        Thread.objects.select_for_update().get(pk=run.thread_id)
+        finisher.start()
+        wait_for(
+            lambda: watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()[0],
+            10,
+            0.02,
+            "run_finish to wait for a lock",
+        )
+        Run.objects.filter(pk=run.pk).update(status="cancelled", lease_owner="")
+    finisher.join(timeout=30)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["run"] is None  # it saw the cancel
+    assert Run.objects.get(pk=run.pk).status == "cancelled"
