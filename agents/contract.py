@@ -141,24 +141,53 @@ def _flags_from_decisions(allowed: list[str]) -> dict[str, bool]:
     }
 
 
+def _resolve(schema: dict[str, Any], node: Any) -> Any:
+    """Follow a local "#/$defs/Name" reference (what pydantic's JSON schemas use)."""
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return (schema.get("$defs") or {}).get(ref[len("#/$defs/") :])
+    return node
+
+
+def _decision_branches(schema: Any) -> dict[str, dict[str, Any]]:
+    """The decision objects a per-call response_schema admits, by their `type` constant.
+
+    Only the top-level alternatives count: a tool argument that happens to be named
+    `type` (inside the edit branch) must not add decisions.
+    """
+    if not isinstance(schema, dict):
+        return {}
+    branches: dict[str, dict[str, Any]] = {}
+    for branch in schema.get("oneOf") or schema.get("anyOf") or [schema]:
+        branch = _resolve(schema, branch)
+        if not isinstance(branch, dict):
+            continue
+        type_prop = (branch.get("properties") or {}).get("type")
+        if not isinstance(type_prop, dict):
+            continue
+        consts = [type_prop["const"]] if "const" in type_prop else type_prop.get("enum") or []
+        for const in consts:
+            if const in _DECISION_TO_TYPES:
+                branches.setdefault(const, branch)
+    return branches
+
+
 def decisions_in_schema(schema: Any) -> list[str]:
-    """The middleware decision types a response_schema admits (its `type` constants)."""
-    found: list[str] = []
+    """The middleware decision types a response_schema admits."""
+    return list(_decision_branches(schema))
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            type_prop = (node.get("properties") or {}).get("type")
-            if isinstance(type_prop, dict):
-                consts = [type_prop["const"]] if "const" in type_prop else type_prop.get("enum", [])
-                found.extend(c for c in consts if isinstance(c, str) and c not in found)
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
 
-    walk(schema)
-    return [d for d in found if d in _DECISION_TO_TYPES]
+def edit_args_schema(schema: Any) -> dict[str, Any] | None:
+    """The tool's argument schema inside a per-call response_schema's edit decision."""
+    edit = _decision_branches(schema).get("edit")
+    if edit is None:
+        return None
+    action = _resolve(schema, (edit.get("properties") or {}).get("edited_action"))
+    args = _resolve(schema, ((action or {}).get("properties") or {}).get("args"))
+    if not isinstance(args, dict) or args == {"type": "object"}:
+        return None  # no tool schema: any object (the middleware's fallback)
+    # Nested models still refer to the response_schema's $defs.
+    return {**args, "$defs": schema["$defs"]} if schema.get("$defs") else args
 
 
 def requests_for(value: Any, response_schema: Any = None) -> tuple[str, list[Request]]:
@@ -197,6 +226,7 @@ def requests_for(value: Any, response_schema: Any = None) -> tuple[str, list[Req
                 action=value["name"],
                 args=args if isinstance(args, dict) else {},
                 description=str(value.get("description") or ""),
+                args_schema=edit_args_schema(response_schema),
                 extra={"tool_call_id": value.get("tool_call_id"), "decisions": allowed},
                 **_flags_from_decisions(allowed),
             )

@@ -25,6 +25,7 @@ TARGETS = {
     "agent_per_call": "tests.graphs:per_call_agent",
     "slow_side_effect": "tests.graphs:slow_side_effect_graph",
     "failing": "tests.graphs:failing_graph",
+    "strict_answer": "tests.graphs:strict_answer_graph",
 }
 WORKER_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -191,5 +192,40 @@ failing_graph = (
     .add_node("work", _maybe_fail)
     .add_edge(START, "work")
     .add_edge("work", END)
+    .compile()
+)
+
+
+# --- a HumanInterrupt whose response_schema is stricter than its config ------------------
+
+
+class StrictState(TypedDict, total=False):
+    answer: Any
+
+
+def _ask_briefly(state: StrictState) -> dict[str, Any]:
+    answer = interrupt(
+        {
+            "action_request": {"action": "name_the_quarter", "args": {}},
+            "config": {"allow_respond": True, "allow_ignore": True},
+            "description": "Which quarter? (at most 5 characters)",
+        },
+        response_schema={
+            "type": "object",
+            "properties": {
+                "type": {"enum": ["response", "ignore"]},
+                "args": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 5}]},
+            },
+            "required": ["type"],
+        },
+    )
+    return {"answer": answer}
+
+
+strict_answer_graph = (
+    StateGraph(StrictState)
+    .add_node("ask", _ask_briefly)
+    .add_edge(START, "ask")
+    .add_edge("ask", END)
     .compile()
 )

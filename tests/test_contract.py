@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Literal
 
 import pytest
 from pydantic import TypeAdapter
@@ -164,6 +165,41 @@ def test_tool_approval_reads_allowed_decisions_from_the_response_schema():
     assert request.args == {"to": "bob", "copies": 1}
     assert sorted(request.allowed_types) == ["accept", "ignore", "response"]
     assert request.extra["tool_call_id"] == "call_1"
+
+
+def test_tool_approval_edits_are_checked_against_the_tools_own_schema():
+    _, [request] = requests_for(TOOL_APPROVAL, tool_approval_schema(["approve", "edit"]))
+    assert request.args_schema["required"] == ["to", "copies"]
+    assert check_response(request, "edit", {"args": {"to": "al", "copies": 2}})["args"] == {
+        "to": "al",
+        "copies": 2,
+    }
+    with pytest.raises(ContractError, match="'copies' is a required property"):
+        check_response(request, "edit", {"args": {"to": "al"}})
+    with pytest.raises(ContractError, match="schema at copies: 'x' is not of type 'integer'"):
+        check_response(request, "edit", {"args": {"to": "al", "copies": "x"}})
+
+
+def test_tool_approval_without_edit_has_no_args_schema():
+    _, [request] = requests_for(TOOL_APPROVAL, tool_approval_schema(["approve", "reject"]))
+    assert request.args_schema is None
+
+
+def test_a_tool_argument_named_type_does_not_add_decisions():
+    from langchain.agents.middleware.human_in_the_loop import _decision_schema
+    from langchain_core.tools import tool
+
+    @tool
+    def label(type: Literal["reject", "respond"], name: str) -> str:
+        """Label something."""
+        return name
+
+    schema = TypeAdapter(_decision_schema(["approve", "edit"], "label", label)).json_schema()
+    value = {**TOOL_APPROVAL, "name": "label", "args": {"type": "reject", "name": "x"}}
+    _, [request] = requests_for(value, schema)
+    assert sorted(request.allowed_types) == ["accept", "edit"]
+    assert contract.decisions_in_schema(schema) == ["approve", "edit"]
+    assert request.args_schema["properties"]["type"]["enum"] == ["reject", "respond"]
 
 
 def test_tool_approval_with_a_single_decision_schema():

@@ -292,10 +292,10 @@ def test_edit_args_that_break_the_schema_are_refused(start, reviewer, args, mess
     assert_refused(thread, row, reviewer, "edit", args, services.Invalid, message)
 
 
-def test_an_edit_the_graphs_response_schema_refuses_is_rolled_back(start, reviewer):
+def test_a_per_call_edit_is_checked_against_the_tools_schema(start, reviewer):
     thread = start("agent_per_call", {"messages": [{"role": "user", "content": "go"}]})
     send = next(r for r in pending(thread) if r.action == "send_email")
-    # Keeps the proposed types, so only the tool's own schema (copies is required) catches it.
+    assert send.args_schema["required"] == ["to", "copies"]
     assert_refused(
         thread,
         send,
@@ -303,8 +303,26 @@ def test_an_edit_the_graphs_response_schema_refuses_is_rolled_back(start, review
         "edit",
         {"args": {"to": "al"}},
         services.Invalid,
-        "does not accept this answer",
+        "'copies' is a required property",
     )
+
+
+def test_an_answer_the_graphs_response_schema_refuses_is_rolled_back(start, manual_runs, reviewer):
+    thread = start("strict_answer")
+    [row] = pending(thread)
+    assert row.response_schema["properties"]["args"]["anyOf"][1]["maxLength"] == 5
+    # The config allows it; only the graph's own schema refuses it, after the row was saved.
+    assert_refused(
+        thread,
+        row,
+        reviewer,
+        "response",
+        "the third quarter",
+        services.Invalid,
+        r"does not accept this answer \(args\)",
+    )
+    decide(row, reviewer, "response", "Q3")
+    assert resume(thread, manual_runs).result == {"answer": {"type": "response", "args": "Q3"}}
 
 
 @pytest.mark.parametrize("interrupt_id", [uuid.uuid4, lambda: "not-a-uuid", lambda: ""])
