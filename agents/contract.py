@@ -371,5 +371,5 @@ def check_resume_schema(schema: dict[str, Any] | None, value: Any) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is not None:
-        where = "/".join(str(p) for p in error.path) or "answer"
+        where = "/".join(str(p) for p in error.absolute_path) or "answer"
         raise ContractError(f"The graph does not accept this answer ({where}): {error.message}")
