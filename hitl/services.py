@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import contract
-from hitl import audit, dispatch, events, logcontext
+from hitl import audit, dispatch, events, logcontext, webhooks
 from hitl.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 from hitl.registry import registry
 from hitl.selectors import default_reviewer_group, user_can_review, user_can_view_thread
@@ -283,6 +283,9 @@ def _resume_when_answered(*, thread: Thread, row: HumanInterrupt, user) -> Run |
     run = Run.objects.create(
         thread=thread,
         kind=Run.Kind.RESUME,
+        # The thread's API client keeps hearing about it (hitl/webhooks.py).
+        webhook=Run.objects.filter(pk=row.run_id).values_list("webhook", flat=True).first()
+        or "",
         input={"resume": resume},
         created_by=user if user is not None and user.is_authenticated else None,
     )
@@ -317,21 +320,40 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
             and run.lease_expires_at > now
         ):
             return None, (run.lease_expires_at - now).total_seconds()
-        run.status = Run.Status.RUNNING
-        run.lease_owner = worker
-        run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
-        run.attempts += 1
-        run.started_at = run.started_at or now
-        run.save(
-            update_fields=["status", "lease_owner", "lease_expires_at", "attempts", "started_at"]
+        exhausted = run.attempts >= settings.HITL_RUN_MAX_ATTEMPTS
+        if not exhausted:
+            run.status = Run.Status.RUNNING
+            run.lease_owner = worker
+            run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+            run.attempts += 1
+            run.started_at = run.started_at or now
+            run.save(
+                update_fields=[
+                    "status",
+                    "lease_owner",
+                    "lease_expires_at",
+                    "attempts",
+                    "started_at",
+                ]
+            )
+            audit.audit_record(
+                kind=audit.Kind.RUN_STARTED,
+                thread=run.thread_id,
+                run=run,
+                actor_id=run.created_by_id,
+                data={"run_kind": run.kind, "attempt": run.attempts, "worker": worker},
+            )
+    if exhausted:
+        # Every earlier attempt ended without an outcome (its worker was killed: out of
+        # memory, the hard time limit): stop handing the run out forever. In its own
+        # transaction, because run_fail locks the thread before the run.
+        run_fail(
+            run_id=run.pk,
+            worker=run.lease_owner,
+            error=f"Gave up after {run.attempts} attempts: each one ended without an outcome "
+            "(its worker was killed or hit the hard time limit).",
         )
-        audit.audit_record(
-            kind=audit.Kind.RUN_STARTED,
-            thread=run.thread_id,
-            run=run,
-            actor_id=run.created_by_id,
-            data={"run_kind": run.kind, "attempt": run.attempts, "worker": worker},
-        )
+        return None, 0.0
     return run, 0.0
 
 
@@ -490,6 +512,7 @@ def run_finish(
                     status="pending",
                 )
             )
+        webhooks.delivery_create(run=run)
         _announce_thread(thread)
     return run
 
@@ -521,6 +544,7 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
         )
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])
+        webhooks.delivery_create(run=run)
         _announce_thread(thread)
     return run
 

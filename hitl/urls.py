@@ -4,6 +4,8 @@ from django.urls import path
 
 from hitl import ops, views
 from hitl.api import api
+from hitl.agui_endpoint import api as agui_api
+from hitl.lgapi.api import api as lgapi
 
 urlpatterns = [
     # Reviewer web app pages (hitl/views.py).
@@ -23,6 +25,9 @@ urlpatterns = [
     path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
     path("api/v1/", api.urls),
+    # LangGraph-Server-compatible API and AG-UI endpoint (issue 6).
+    path("langgraph/", lgapi.urls),
+    path("agui/", agui_api.urls),
     path("admin/", admin.site.urls),
     # Operations (hitl/ops.py).
     path("healthz", ops.healthz, name="healthz"),

@@ -1,0 +1,1 @@
+"""A LangGraph-Server-compatible HTTP API over our threads, runs and interrupts."""

@@ -1,0 +1,180 @@
+"""Wait for runs without polling: listen on the thread's channel group.
+
+The worker publishes `thread.event` (AG-UI events) and, after each committed status
+change, `thread.changed` to events.thread_group(thread_id). A waiter subscribes
+first and reads the database second, so a change between the two cannot be missed;
+it re-reads the database on every relevant message and every few seconds anyway, so
+a message the channel layer dropped (capacity, expiry) only delays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from hitl import events
+from hitl.models import Run
+
+RECHECK_SECONDS = 5.0
+TERMINAL = frozenset(Run.TERMINAL)
+
+
+class _Hub:
+    """One channel-layer receiver per event loop, fanning messages out to waiters.
+
+    Waiters never call receive() themselves: cancelling a channels_redis receive
+    half-way can leave it stuck, so the hub's receive is never cancelled; it stops
+    when a "hitl.hub.stop" message it sends itself arrives, once nobody waits.
+    """
+
+    STOP = "hitl.hub.stop"
+
+    def __init__(self, layer) -> None:
+        self.layer = layer
+        self.channel = ""
+        self.waiters: dict[str, set[asyncio.Queue]] = {}
+        self.stopping = False
+        self.task: asyncio.Task | None = None
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        self.channel = await self.layer.new_channel()
+        self.task = asyncio.get_running_loop().create_task(self._pump())
+        self.ready.set()
+
+    async def _pump(self) -> None:
+        while True:
+            message = await self.layer.receive(self.channel)
+            if message.get("type") == self.STOP:
+                return
+            for queue in list(self.waiters.get(str(message.get("thread_id")), ())):
+                queue.put_nowait(message)
+
+    async def add(self, thread_id: str, queue: asyncio.Queue) -> None:
+        first = thread_id not in self.waiters
+        self.waiters.setdefault(thread_id, set()).add(queue)
+        if first:
+            await self.layer.group_add(events.thread_group(thread_id), self.channel)
+
+    async def remove(self, thread_id: str, queue: asyncio.Queue) -> None:
+        queues = self.waiters.get(thread_id)
+        if queues is None:
+            return
+        queues.discard(queue)
+        if not queues:
+            del self.waiters[thread_id]
+            await self.layer.group_discard(events.thread_group(thread_id), self.channel)
+        # Checked and flagged without an await in between, so no waiter can join a
+        # hub that is about to stop (add() only picks hubs that are not stopping).
+        if not self.waiters and not self.stopping:
+            self.stopping = True
+            if _hubs.get(asyncio.get_running_loop()) is self:
+                del _hubs[asyncio.get_running_loop()]
+            await self.layer.send(self.channel, {"type": self.STOP})
+            if self.task is not None:
+                # Short-lived loops (async_to_sync) must not close with the task pending.
+                await asyncio.wait([self.task], timeout=5)
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+
+async def _hub() -> _Hub | None:
+    layer = get_channel_layer()
+    if layer is None:
+        return None
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None or hub.stopping:
+        hub = _Hub(layer)
+        _hubs[loop] = hub  # registered before the first await: one hub per loop
+        await hub.start()
+    else:
+        await hub.ready.wait()
+    return hub
+
+
+class ThreadSubscription:
+    """The messages of one thread's channel group, queued for one waiter."""
+
+    def __init__(self, thread_id: Any):
+        self.thread_id = str(thread_id)
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._hub: _Hub | None = None
+
+    async def open(self) -> ThreadSubscription:
+        hub = await _hub()
+        if hub is not None:  # without a channel layer, waiters fall back to polling
+            await hub.add(self.thread_id, self.queue)
+            self._hub = hub
+        return self
+
+    async def get(self, timeout: float) -> dict[str, Any] | None:
+        """The next message, or None after `timeout` seconds."""
+        try:
+            return await asyncio.wait_for(self.queue.get(), max(timeout, 0.0))
+        except TimeoutError:
+            return None
+
+    async def close(self) -> None:
+        hub, self._hub = self._hub, None
+        if hub is not None:
+            with contextlib.suppress(Exception):
+                await hub.remove(self.thread_id, self.queue)
+
+    async def __aenter__(self) -> ThreadSubscription:
+        return await self.open()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+def is_run_end(message: dict[str, Any]) -> bool:
+    """A message after which a run's status may have changed."""
+    if message.get("type") == "thread.changed":
+        return True
+    if message.get("type") == "thread.event":
+        return (message.get("event") or {}).get("type") in ("RUN_FINISHED", "RUN_ERROR")
+    return False
+
+
+async def fetch_run(run_id: Any) -> Run | None:
+    return await Run.objects.select_related("thread").filter(pk=run_id).afirst()
+
+
+async def wait_for_run(
+    run_id: Any, timeout: float, *, subscription: ThreadSubscription | None = None
+) -> Run | None:
+    """Return the run once it is terminal (interrupted, success, error, cancelled).
+
+    At `timeout` the run is returned as it is (check `run.status`); None when there
+    is no such run. Pass an open `subscription` to cover events sent before this
+    call (e.g. one opened before the run was created).
+    """
+    run = await fetch_run(run_id)
+    if run is None or run.status in TERMINAL:
+        return run
+    own = subscription is None
+    sub = subscription or await ThreadSubscription(run.thread_id).open()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            run = await fetch_run(run_id)
+            if run is None or run.status in TERMINAL:
+                return run
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return run
+            wait_until = time.monotonic() + min(remaining, RECHECK_SECONDS)
+            while (left := wait_until - time.monotonic()) > 0:
+                message = await sub.get(left)
+                if message is None or is_run_end(message):
+                    break
+    finally:
+        if own:
+            await sub.close()
