@@ -239,6 +239,8 @@ HITL_API_CORS_ORIGINS = envlist("HITL_API_CORS_ORIGINS")
 HITL_DEFAULT_REVIEWER_GROUP = envstr("HITL_DEFAULT_REVIEWER_GROUP", "reviewers")
 # A run's lease: a worker heartbeats it; an expired lease lets another worker take over.
 HITL_RUN_LEASE_SECONDS = envfloat("HITL_RUN_LEASE_SECONDS", 60.0)
+# A run whose worker dies this many times (OOM, hard time limit) fails instead of looping.
+HITL_RUN_MAX_ATTEMPTS = envint("HITL_RUN_MAX_ATTEMPTS", 5)
 HITL_RUN_TIME_LIMIT = envint("HITL_RUN_TIME_LIMIT", 600)
 
 LOGGING = {

@@ -489,6 +489,24 @@ def test_a_run_leased_by_a_live_worker_is_left_alone(start):
     assert (run.status, run.lease_owner, run.attempts) == ("running", "alive:1", 1)
 
 
+def test_a_run_that_keeps_killing_its_worker_is_given_up(manual_runs, requester, settings):
+    settings.HITL_RUN_MAX_ATTEMPTS = 3
+    run = services.run_start(graph="approval", input={}, user=requester)
+    # Three attempts claimed the run and died without recording anything.
+    Run.objects.filter(pk=run.pk).update(
+        status="running",
+        attempts=3,
+        lease_owner="dead:3",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    assert manual_runs(run) == "skipped"
+    run.refresh_from_db()
+    assert (run.status, run.attempts, run.lease_owner) == ("error", 3, "")
+    assert "Gave up after 3 attempts" in run.error
+    assert Thread.objects.get(pk=run.thread_id).status == "error"
+    assert not HumanInterrupt.objects.filter(thread_id=run.thread_id).exists()
+
+
 def test_a_finished_run_is_skipped(start, manual_runs):
     thread = start("approval")
     run = thread.runs.get()
