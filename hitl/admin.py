@@ -189,11 +189,11 @@ class RunAdmin(UuidSearchMixin, admin.ModelAdmin):
     @admin.action(description="Retry selected failed runs from their last checkpoint")
     def retry_runs(self, request, queryset):
         done, failed = 0, []
-        for run in queryset.only("pk"):
+        for pk in queryset.values_list("pk", flat=True):
             try:
-                ops_services.run_retry(run_id=run.pk, user=request.user)
+                ops_services.run_retry(run_id=pk, user=request.user)
             except services.ServiceError as exc:
-                failed.append(f"{run.pk}: {exc.message}")
+                failed.append(f"{pk}: {exc.message}")
             else:
                 done += 1
         _report(self, request, done, "run queued again", "runs queued again", failed)
@@ -249,11 +249,11 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
     @admin.action(description="Expire selected pending interrupts (apply their expiry policy)")
     def expire_interrupts(self, request, queryset):
         done, failed = 0, []
-        for row in queryset.only("pk"):
+        for pk in queryset.values_list("pk", flat=True):
             try:
-                ops_services.interrupt_expire(interrupt_id=row.pk, user=request.user)
+                ops_services.interrupt_expire(interrupt_id=pk, user=request.user)
             except services.ServiceError as exc:
-                failed.append(f"{row.pk}: {exc.message}")
+                failed.append(f"{pk}: {exc.message}")
             else:
                 done += 1
         _report(self, request, done, "interrupt expired", "interrupts expired", failed)
@@ -263,16 +263,16 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
         form = ReassignForm(request.POST if "apply" in request.POST else None)
         if "apply" in request.POST and form.is_valid():
             done, failed = 0, []
-            for row in queryset.only("pk"):
+            for pk in queryset.values_list("pk", flat=True):
                 try:
                     ops_services.interrupt_reassign(
-                        interrupt_id=row.pk,
+                        interrupt_id=pk,
                         group=form.cleaned_data["group"],
                         user=request.user,
                         reason=form.cleaned_data["reason"],
                     )
                 except services.ServiceError as exc:
-                    failed.append(f"{row.pk}: {exc.message}")
+                    failed.append(f"{pk}: {exc.message}")
                 else:
                     done += 1
             _report(self, request, done, "interrupt reassigned", "interrupts reassigned", failed)

@@ -1,0 +1,221 @@
+"""compose.yaml cannot drift from the code: each app service's command runs here, against
+the local Postgres and Redis, with the environment compose.yaml and the Dockerfile give it.
+
+No Docker engine runs on this machine; the service wiring (health checks, volumes, the
+one-shot migration) is checked by reading the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from django.conf import settings
+
+from hitl.models import ApiToken, HumanInterrupt
+from tests.conftest import BIN, ROOT, Proc, free_port, spawn, wait_for
+
+pytestmark = pytest.mark.postgres
+
+COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
+SERVICES = COMPOSE["services"]
+_VAR = re.compile(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}")
+
+
+def interpolate(value: str, given: dict[str, str]) -> str:
+    """Resolve ${VAR}, ${VAR:-default} and ${VAR:?error} the way compose does."""
+
+    def one(match: re.Match) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3)
+        if given.get(name):
+            return given[name]
+        if op and op.endswith("?"):
+            raise AssertionError(f"compose needs {name}: {arg}")
+        return arg or ""
+
+    return _VAR.sub(one, str(value))
+
+
+def dockerfile_env() -> dict[str, str]:
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            for pair in shlex.split(line[4:]):
+                key, _, value = pair.partition("=")
+                env[key] = value.replace("/app", str(ROOT))
+    return env
+
+
+def service_command(name: str, **replace: str) -> list[str]:
+    command = list(SERVICES[name]["command"])
+    for flag, value in replace.items():
+        command[command.index(flag) + 1] = value
+    return command
+
+
+@pytest.fixture
+def compose_env(test_database_url, tmp_path) -> dict[str, str]:
+    """The app services' environment from compose.yaml, pointed at this machine."""
+    given = {"SECRET_KEY": "compose-smoke-" + uuid.uuid4().hex}
+    env = {
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+        "LANG": "C.UTF-8",
+        "HOSTNAME": socket.gethostname(),
+        **dockerfile_env(),
+    }
+    for key, value in SERVICES["web"]["environment"].items():
+        env[key] = interpolate(value, given)
+    # Where compose uses service names, this machine has localhost.
+    env.update(
+        DATABASE_URL=test_database_url,
+        REDIS_URL=settings.REDIS_URL,
+        MEDIA_ROOT=str(tmp_path / "media"),
+        HITL_VAR_DIR=str(tmp_path / "var"),
+        # Fast beat so the test sees the periodic tasks arrive at the worker.
+        HITL_EXPIRY_SWEEP_SECONDS="1",
+        HITL_REAPER_SECONDS="1",
+    )
+    return env
+
+
+def test_compose_wires_the_services_as_documented():
+    assert set(SERVICES) == {"postgres", "redis", "migrate", "web", "worker", "beat"}
+    for name in ("postgres", "redis", "web", "worker"):
+        assert SERVICES[name]["healthcheck"]["test"], name
+    for name in ("web", "worker", "beat"):
+        assert SERVICES[name]["depends_on"]["migrate"] == {
+            "condition": "service_completed_successfully"
+        }
+        assert SERVICES[name]["depends_on"]["postgres"] == {"condition": "service_healthy"}
+    assert SERVICES["migrate"]["restart"] == "no"
+    assert "pgdata:/var/lib/postgresql/data" in SERVICES["postgres"]["volumes"]
+    assert "media:/data/media" in SERVICES["web"]["volumes"]
+    assert "media:/data/media" in SERVICES["worker"]["volumes"]
+    assert {"pgdata", "media"} <= set(COMPOSE["volumes"])
+    # `--scale worker=N` needs a worker without fixed names or published ports, and its
+    # concurrency from the environment rather than the command line.
+    worker = SERVICES["worker"]
+    assert "container_name" not in worker and "ports" not in worker
+    assert not {"-c", "--concurrency"} & set(worker["command"])
+    assert "HITL_WORKER_CONCURRENCY" in worker["environment"]
+    assert "runs" in worker["command"][worker["command"].index("-Q") + 1].split(",")
+    assert worker["stop_signal"] == "SIGTERM"
+
+
+def run_healthcheck(name: str, env: dict[str, str], **replace: str) -> subprocess.CompletedProcess:
+    kind, *test = SERVICES[name]["healthcheck"]["test"]
+    args = ["sh", "-c", test[0].replace("$$", "$")] if kind == "CMD-SHELL" else test
+    args = [re.sub(r"127\.0\.0\.1:8000", replace.get("address", "127.0.0.1:8000"), a) for a in args]
+    return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def start_service(name: str, env: dict[str, str], log: Path, **replace: str) -> Proc:
+    return spawn(service_command(name, **replace), env, log)
+
+
+@pytest.fixture
+def api_key(transactional_db, requester) -> str:
+    return ApiToken.issue(user=requester, name="compose")[1]
+
+
+def test_every_service_command_runs_here(compose_env, tmp_path, api_key, reviewers_group):
+    migrate = subprocess.run(
+        SERVICES["migrate"]["command"],
+        env=compose_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+
+    port = free_port()
+    procs: list[Proc] = []
+    try:
+        web = start_service("web", compose_env, tmp_path / "web.log", **{"-p": str(port)})
+        procs.append(web)
+        worker = start_service("worker", compose_env, tmp_path / "worker.log")
+        procs.append(worker)
+        beat = start_service("beat", compose_env, tmp_path / "beat.log")
+        procs.append(beat)
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy():
+            try:
+                return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return web.popen.poll() is not None
+
+        wait_for(healthy, 60, 0.2, "web /healthz")
+        assert web.popen.poll() is None, web.output()[-3000:]
+        assert httpx.get(f"{base}/healthz").json()["checks"] == {
+            "database": "ok",
+            "redis": "ok",
+            "checkpointer": "ok",
+        }
+        check = run_healthcheck("web", compose_env, address=f"127.0.0.1:{port}")
+        assert check.returncode == 0, check.stderr
+
+        wait_for(lambda: "ready." in worker.output(), 60, 0.2, "worker ready")
+        wait_for(lambda: "beat: Starting" in beat.output(), 60, 0.2, "beat started")
+        # Beat's schedule reaches the worker through the broker.
+        wait_for(
+            lambda: (
+                "hitl.maintenance.reap_runs" in worker.output()
+                and "hitl.maintenance.expire_interrupts" in worker.output()
+            ),
+            30,
+            0.2,
+            "periodic maintenance tasks to run on the worker",
+        )
+        check = run_healthcheck("worker", compose_env)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+        metrics = httpx.get(f"{base}/metrics").text
+        assert (
+            f'hitl_worker_heartbeat_timestamp_seconds{{worker="celery@{socket.gethostname()}"}}'
+            in metrics
+        )
+
+        # One request through web and worker: its ids appear in the worker's JSON logs.
+        request_id = "smoke-" + uuid.uuid4().hex[:8]
+        started = httpx.post(
+            f"{base}/api/v1/threads",
+            json={"graph": "approval", "input": {"request": "compose"}},
+            headers={"Authorization": f"Bearer {api_key}", "X-Request-ID": request_id},
+        )
+        assert started.status_code == 201, started.text
+        assert started.headers["X-Request-ID"] == request_id
+        thread_id = started.json()["thread_id"]
+        wait_for(
+            lambda: HumanInterrupt.objects.filter(thread_id=thread_id).exists(),
+            30,
+            what="the worker to pause the run",
+        )
+
+        def worker_lines_for_request():
+            lines = []
+            for raw in worker.output().splitlines():
+                if raw.startswith("{") and request_id in raw:
+                    lines.append(json.loads(raw))
+            return lines
+
+        lines = wait_for(worker_lines_for_request, 10, what="worker log lines with the request id")
+        assert all(line["thread_id"] == thread_id for line in lines)
+        assert any(line.get("run_id") and "interrupted" in line["message"] for line in lines)
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+    # SIGTERM: a warm shutdown, not a crash.
+    assert worker.popen.returncode == 0, worker.output()[-3000:]
