@@ -72,8 +72,10 @@ def run_retry(*, run_id: Any, user) -> Run:
             raise Conflict("A newer run exists on this thread; only its latest run can be retried.")
         if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
             raise Conflict(f"The thread is {thread.status}; it cannot be retried now.")
-        previous_error = run.error
+        previous_error, previous_attempts = run.error, run.attempts
         run.status = Run.Status.QUEUED
+        # A fresh attempt budget (HITL_RUN_MAX_ATTEMPTS); the trail keeps the old count.
+        run.attempts = 0
         run.error = ""
         run.finished_at = None
         run.lease_owner = ""
@@ -82,6 +84,7 @@ def run_retry(*, run_id: Any, user) -> Run:
         run.save(
             update_fields=[
                 "status",
+                "attempts",
                 "error",
                 "finished_at",
                 "lease_owner",
@@ -99,7 +102,7 @@ def run_retry(*, run_id: Any, user) -> Run:
             data={
                 "reason": "retried by an admin",
                 "run_kind": run.kind,
-                "attempt": run.attempts,
+                "previous_attempts": previous_attempts,
                 "previous_error": audit.error_summary(previous_error),
             },
         )

@@ -101,12 +101,13 @@ def test_retry_continues_a_failed_run_from_its_checkpoint(
     assert manual_runs(run) == "success"
     run.refresh_from_db()
     assert run.result["steps"] == ["first", "second"]
-    assert run.attempts == 2
+    assert run.attempts == 1  # a fresh budget of attempts
     # The first node's checkpoint was kept: only the failed node ran again.
     assert len((tmp_path / "first.log").read_text().splitlines()) == 1
     assert len((tmp_path / "second.log").read_text().splitlines()) == 2
     retried = AuditEvent.objects.get(run=run, kind=Kind.RUN_RETRIED)
     assert "downstream service is down" in retried.data["previous_error"]
+    assert retried.data["previous_attempts"] == 1
     assert Thread.objects.get(pk=thread.pk).status == "done"
 
 
