@@ -64,6 +64,10 @@ def test_filters_and_uuid_search(admin_client_for, manual_runs, requester):
     assert {t.pk for t in page.context["cl"].result_list} == {thread.pk, other.pk}
     page = admin_client_for.get(changelist("thread"), {"created_at_age": "older"})
     assert list(page.context["cl"].result_list) == []
+    page = admin_client_for.get(changelist("run"), {"graph": "approval"})
+    assert list(page.context["cl"].result_list) == []
+    page = admin_client_for.get(changelist("run"), {"graph": "ops_gated", "status": "interrupted"})
+    assert len(page.context["cl"].result_list) == 2
 
 
 def test_thread_page_shows_inlines_and_the_audit_trail(admin_client_for, manual_runs, requester):
