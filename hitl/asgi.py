@@ -16,7 +16,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from hitl import events  # noqa: E402
+from hitl import events, maintenance  # noqa: E402
 from hitl.routing import websocket_urlpatterns  # noqa: E402
 
 router = ProtocolTypeRouter(
@@ -32,4 +32,6 @@ router = ProtocolTypeRouter(
 async def application(scope, receive, send):
     # In-process runs publish live events on the server's own loop.
     events.publisher.bind_loop(asyncio.get_running_loop())
+    # Without Celery beat (embedded default) this process expires interrupts itself.
+    maintenance.start_inprocess_sweeper()
     return await router(scope, receive, send)

@@ -130,6 +130,42 @@ def reap_runs_task() -> dict[str, int]:
     return result
 
 
+# --- the embedded default: no beat, so the web process sweeps --------------------------------
+
+_sweeper_lock = threading.Lock()
+_sweeper_started = False
+
+
+def start_inprocess_sweeper() -> None:
+    """Run the periodic sweeps in this process when runs execute in-process (no beat)."""
+    global _sweeper_started
+    if _sweeper_started or settings.HITL_EXECUTOR != "inprocess":
+        return
+    with _sweeper_lock:
+        if _sweeper_started:
+            return
+        _sweeper_started = True
+    threading.Thread(target=_sweep_forever, name="hitl-sweeper", daemon=True).start()
+
+
+def _sweep_forever() -> None:
+    next_expiry = next_reap = 0.0
+    while True:
+        now = time.monotonic()
+        try:
+            if now >= next_expiry:
+                next_expiry = now + settings.HITL_EXPIRY_SWEEP_SECONDS
+                expire_due_interrupts()
+            if now >= next_reap:
+                next_reap = now + settings.HITL_REAPER_SECONDS
+                reap_runs()
+        except Exception:  # a bad sweep must not end the sweeping
+            log.exception("in-process sweep failed")
+        finally:
+            close_old_connections()
+        time.sleep(max(0.1, min(next_expiry, next_reap) - time.monotonic()))
+
+
 # --- broker outages ------------------------------------------------------------------------
 
 

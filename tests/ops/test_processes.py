@@ -262,3 +262,22 @@ def test_expiry_and_escalation_end_to_end(
     pushed = async_to_sync(first_message)()  # published by the worker that ran the sweep
     assert pushed["type"] == "interrupt.changed"
     assert (pushed["interrupt_id"], pushed["status"]) == (str(row.pk), "pending")
+
+
+def test_the_embedded_server_expires_interrupts_without_beat(
+    web_factory, transactional_db, requester, reviewers_group
+):
+    ReviewerGroupPolicy.objects.create(group=reviewers_group, expire_after_seconds=1)
+    base, _ = web_factory(HITL_EXECUTOR="inprocess", HITL_EXPIRY_SWEEP_SECONDS="0.5")
+    key = ApiToken.issue(user=requester, name="t")[1]
+    response = httpx.post(
+        f"{base}/api/v1/threads",
+        json={"graph": "ops_gated", "input": {}},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert response.status_code == 201, response.text
+    thread = wait_thread(response.json()["thread_id"], "done")
+    row = HumanInterrupt.objects.get(thread=thread)
+    assert (row.status, row.response_type) == ("expired", "ignore")
+    resume = Run.objects.get(thread=thread, kind="resume")
+    assert resume.result["decision"] == {"type": "ignore", "args": None}
