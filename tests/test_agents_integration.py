@@ -86,7 +86,8 @@ def test_the_demo_runs_end_to_end_on_a_celery_worker(
         reviewer_api, approval, "edit", {"action": "send_email", "args": {**args, "body": "hi"}}
     )
     assert not_editable.status_code == 400 and "body" in not_editable.json()["detail"]
-    edited = {**args, "to": "cfo@example.com", "subject": "Q2 figures"}
+    # Only the changed fields: the others keep their proposed values.
+    edited = {"to": "cfo@example.com", "subject": "Q2 figures"}
     assert (
         decide(reviewer_api, approval, "edit", {"action": "send_email", "args": edited}).status_code
         == 200

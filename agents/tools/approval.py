@@ -114,10 +114,15 @@ def _args_schema(tool: BaseTool) -> dict[str, Any]:
 
 
 def edit_schema(tool: BaseTool, policy: ApprovalPolicy, args: dict[str, Any]) -> dict[str, Any]:
-    """The schema a reviewer's edit must match: the tool's, pinned where not editable."""
+    """The schema a reviewer's edit must match: the tool's, pinned where not editable.
+
+    Nothing is required: an argument left out of an edit keeps its proposed value, so a
+    form that only sends the editable fields works as well as one that sends them all.
+    """
     schema = _args_schema(tool)
     schema.setdefault("type", "object")
     schema["additionalProperties"] = False
+    schema.pop("required", None)
     properties = schema.setdefault("properties", {})
     if policy.editable is not None:
         for name in list(properties):
@@ -227,6 +232,7 @@ def approval_gate(
                 review=kind,
                 status="error",
             )
+        edited = {**(call.get("args") or {}), **edited}  # left out: keeps the proposed value
         error = jsonschema.exceptions.best_match(
             jsonschema.Draft202012Validator(value["args_schema"]).iter_errors(edited)
         )

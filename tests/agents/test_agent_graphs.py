@@ -268,6 +268,11 @@ def _transfer_tool(ran: list):
             [{"amount": 7, "to": "eve"}],
             "transferred 7 to eve",
         ),
+        (
+            {"type": "edit", "args": {"action": "transfer", "args": {"amount": 9}}},
+            [{"amount": 9, "to": "bob"}],
+            "transferred 9 to bob",
+        ),
         ({"type": "response", "args": "Use the other account."}, [], "Use the other account."),
         (
             {"type": "ignore", "args": None},

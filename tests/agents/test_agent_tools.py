@@ -328,6 +328,9 @@ def test_edit_args_of_the_wrong_type_are_refused_by_the_contract():
         request, "edit", {"action": "_send", "args": {"to": "b@x.io", "subject": "s", "copies": 3}}
     )
     assert ok["args"]["copies"] == 3
+    # A partial edit is fine: what is left out keeps its proposed value.
+    partial = contract.check_response(request, "edit", {"action": "_send", "args": {"copies": 4}})
+    assert partial["args"] == {"copies": 4}
 
 
 # --- routing and completion ---------------------------------------------------------
