@@ -51,6 +51,8 @@ def artifact_register(
 def run_outputs_record(*, run_id: Any, values: dict[str, Any] | None) -> list[Artifact]:
     """After a run step: register the state's presented files and store its final result."""
     values = values or {}
+    if not values.get("artifacts") and not values.get("final_result"):
+        return []  # most graphs have neither: no queries
     run = Run.objects.select_related("thread").filter(pk=run_id).first()
     if run is None:
         return []

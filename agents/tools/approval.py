@@ -25,6 +25,7 @@ from langchain_core.tools import tool as as_tool
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
+from pydantic import ValidationError
 
 from agents.tools.base import escape_md, read_human_response, state_value
 
@@ -133,6 +134,24 @@ def edit_schema(tool: BaseTool, policy: ApprovalPolicy, args: dict[str, Any]) ->
     return schema
 
 
+def call_problem(tool: BaseTool, args: dict[str, Any]) -> str | None:
+    """Why the model's args would not pass the tool's own validation, if they would not."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict):
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(_args_schema(tool)).iter_errors(args)
+        )
+        if error is None:
+            return None
+        return f"{'/'.join(str(p) for p in error.path) or 'args'}: {error.message}"
+    try:
+        schema.model_validate(args)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return f"{'/'.join(str(p) for p in first['loc']) or 'args'}: {first['msg']}"
+    return None
+
+
 class _Template(string.Formatter):
     def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
         if isinstance(key, str) and key in kwargs:
@@ -195,6 +214,15 @@ def approval_gate(
     if request.tool is None or policy is None:
         return execute(request)
     call = request.tool_call
+    # Malformed calls go back to the model; a reviewer only sees calls that could run.
+    problem = call_problem(request.tool, call.get("args") or {})
+    if problem:
+        return _result(
+            call,
+            f"Invalid arguments for {call['name']} ({problem}); fix them and call the tool again.",
+            review="none",
+            status="error",
+        )
     value = approval_request(
         request.tool,
         policy,

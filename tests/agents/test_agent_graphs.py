@@ -308,6 +308,19 @@ def test_an_approval_tool_acts_on_each_decision(checkpointer, files, answer, run
     assert message.text.startswith(result)
 
 
+def test_a_malformed_call_goes_back_to_the_model_before_any_reviewer_sees_it(checkpointer, files):
+    ran: list = []
+    model = steps_model(reply("", call("transfer", amount="lots", to="bob")))
+    graph = build_react_agent(model, [_transfer_tool(ran)], checkpointer=checkpointer)
+    config = config_for(files)
+    graph.invoke({"request": "pay bob"}, config)
+    assert not pending(graph, config) and ran == []
+    [message] = tool_messages(graph, config, "transfer")
+    assert message.status == "error" and message.text.startswith(
+        "Invalid arguments for transfer (amount:"
+    )
+
+
 def test_parallel_approvals_pause_together_and_resume_together(checkpointer, files):
     ran: list = []
     model = steps_model(
