@@ -420,8 +420,11 @@ def events_for_chunk(mode: str, chunk: Any) -> list[dict[str, Any]]:
     """Translate one LangGraph stream chunk into AG-UI event dicts."""
     events: list[BaseEvent] = []
     if mode == "values":
-        if isinstance(chunk, dict):
-            return [_dump(StateSnapshotEvent(snapshot=jsonable(chunk)))]
+        # LangGraph also emits {"__interrupt__": ...} in this mode: not state, and the
+        # interrupts reach clients through RUN_FINISHED.
+        if isinstance(chunk, dict) and not (chunk and all(k.startswith("__") for k in chunk)):
+            state = {k: v for k, v in chunk.items() if not k.startswith("__")}
+            return [_dump(StateSnapshotEvent(snapshot=jsonable(state)))]
         return []
     if mode == "messages" and isinstance(chunk, (list, tuple)) and len(chunk) == 2:
         message, _metadata = chunk

@@ -75,7 +75,7 @@ FORWARDED = {
     "STEP_FINISHED",
     "CUSTOM",
 }
-_events = TypeAdapter(Event)
+EVENT = TypeAdapter(Event)
 
 
 class Error(Schema):
@@ -210,6 +210,7 @@ def _client_tool_answers(thread: Thread, body: RunAgentInput) -> dict[str, Any]:
 
 def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) -> Run:
     """Start or resume the run an AG-UI input asks for (one transaction)."""
+    lg_resume.check_storable([body.thread_id, body.run_id], "threadId and runId")
     with transaction.atomic():
         thread = Thread.objects.filter(pk=thread_id).first()
         if thread is not None:
@@ -319,7 +320,7 @@ async def _events(sub: ThreadSubscription, run: Run, body: RunAgentInput, timeou
             if not started or kind not in FORWARDED:
                 continue
             try:
-                parsed = _events.validate_python(event)
+                parsed = EVENT.validate_python(event)
             except ValidationError:
                 log.warning("dropping an event that is not valid AG-UI: %s", kind)
                 continue
@@ -329,6 +330,9 @@ async def _events(sub: ThreadSubscription, run: Run, body: RunAgentInput, timeou
             yield encode(RunErrorEvent(message="The run no longer exists.", code="not_found"))
             return
         yield encode(await sync_to_async(_final_event)(final, body))
+    except Exception as exc:  # the stream has started: report as RUN_ERROR, never hang
+        log.exception("AG-UI stream for run %s failed", run_id)
+        yield encode(RunErrorEvent(message=f"The event stream failed: {exc}", code="stream_error"))
     finally:
         await sub.close()
 

@@ -44,6 +44,8 @@ MIDDLEWARE = [
     # First, so every later log line of the request carries its ids.
     "hitl.logcontext.request_context_middleware",
     "django.middleware.security.SecurityMiddleware",
+    # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
+    "hitl.lgapi.cors.ApiCorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -28,6 +28,7 @@ from hitl import services
 from hitl.api import TokenBearer, TokenHeader
 from hitl.lgapi import serializers, state
 from hitl.lgapi import services as lg_services
+from hitl.lgapi.resume import check_storable
 from hitl.lgapi.streaming import STREAM_MODES, run_events
 from hitl.lgapi.waiting import ThreadSubscription, wait_for_run
 from hitl.models import Run, Thread
@@ -94,6 +95,7 @@ def _wait_seconds(requested: float | None = None) -> float:
 # --- schemas --------------------------------------------------------------------
 
 SortOrder = Literal["asc", "desc"]
+MAX_OFFSET = 1_000_000_000  # beyond it SQL OFFSET arithmetic would overflow
 StreamModes = list[Literal[STREAM_MODES]] | Literal[STREAM_MODES] | None  # type: ignore[valid-type]
 
 
@@ -102,7 +104,7 @@ class AssistantSearchIn(Schema):
     name: str | None = None
     metadata: dict[str, Any] | None = None
     limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
 
@@ -124,7 +126,7 @@ class ThreadSearchIn(Schema):
     values: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
 
@@ -384,6 +386,7 @@ def threads_create(request, body: ThreadCreateIn):
 
 
 def _threads_query(request, metadata: dict[str, Any] | None, status: str | None):
+    check_storable(metadata, "metadata")
     qs = thread_list_for_user(request.user)
     if status:
         qs = qs.filter(status__in=serializers.THREAD_STATUS_FILTER[status])
@@ -412,7 +415,8 @@ def threads_search(request, body: ThreadSearchIn):
         qs = qs.filter(pk__in=body.ids)
     field = {"thread_id": "id"}.get(body.sort_by or "updated_at", body.sort_by or "updated_at")
     qs = qs.order_by(f"-{field}" if body.sort_order != "asc" else field, "id")
-    return [serializers.thread_json(t) for t in qs[body.offset : body.offset + body.limit]]
+    page = serializers.with_pending(qs[body.offset : body.offset + body.limit])
+    return [serializers.thread_json(t) for t in page]
 
 
 @api.post("/threads/count", response={200: int, **ERRORS}, tags=["threads"])
@@ -512,7 +516,7 @@ def runs_list(
     request,
     thread_id: uuid.UUID,
     limit: int = Query(10, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
     status: Literal["pending", "running", "error", "success", "timeout", "interrupted"]
     | None = None,
 ):

@@ -23,6 +23,23 @@ CANCELLED = object()  # an AG-UI resume entry with status "cancelled"
 _DECISIONS = ("approve", "edit", "reject", "respond")
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def check_storable(value: Any, what: str) -> Any:
+    """Refuse JSON that PostgreSQL cannot store (NUL characters in strings or keys)."""
+    if _has_nul(value):
+        raise services.Invalid(f"{what} must not contain NUL (\\u0000) characters.")
+    return value
+
+
 def _is_client_tool(row: HumanInterrupt) -> bool:
     return isinstance(row.raw_value, dict) and bool(row.raw_value.get("client_tool"))
 
@@ -137,6 +154,7 @@ def _answered_conflict(thread: Thread, ids: Iterable[str]) -> services.Conflict 
 
 
 def _resolve_all(*, thread: Thread, user, plan: list[tuple[Any, str, Any]]) -> Run:
+    check_storable([args for _, _, args in plan], "An answer")
     pending = {row.pk for rows in _pending_by_interrupt(thread).values() for row in rows}
     missing = pending - {row.pk for row, _, _ in plan}
     if missing:

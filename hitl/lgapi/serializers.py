@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Prefetch
+
 from hitl.lgapi import state
 from hitl.lgapi.services import assistant_id_for
 from hitl.models import HumanInterrupt, Run, Thread
@@ -85,6 +87,19 @@ def interrupts_map(
     return out
 
 
+def with_pending(qs):
+    """Prefetch each thread's pending interrupts (for thread_json) in one query."""
+    return qs.prefetch_related(
+        Prefetch(
+            "interrupts",
+            queryset=HumanInterrupt.objects.pending().order_by(
+                "created_at", "interrupt_id", "position"
+            ),
+            to_attr="pending_rows",
+        )
+    )
+
+
 def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
     values, tasks = state.thread_values(thread) if with_values else ({}, {})
     metadata = {"graph_id": thread.graph, "assistant_id": assistant_id_for(thread.graph)}
@@ -97,7 +112,7 @@ def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
         "status": THREAD_STATUS.get(thread.status, thread.status),
         "config": {},
         "values": values,
-        "interrupts": interrupts_map(thread, tasks),
+        "interrupts": interrupts_map(thread, tasks, getattr(thread, "pending_rows", None)),
     }
     if thread.status == Thread.Status.ERROR:
         latest = thread.runs.order_by("-created_at").only("error").first()

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from hitl import services, webhooks
-from hitl.lgapi.resume import resume_command
+from hitl.lgapi.resume import check_storable, resume_command
 from hitl.models import Run, Thread
 from hitl.registry import registry
 from hitl.selectors import user_can_view_thread
@@ -44,7 +44,7 @@ def _check_metadata(metadata: Any) -> dict[str, Any]:
         return {}
     if not isinstance(metadata, dict):
         raise services.Invalid("metadata must be a JSON object.")
-    return metadata
+    return check_storable(metadata, "metadata")
 
 
 def thread_create(
@@ -113,6 +113,8 @@ def run_create(
     """
     graph = graph_for_assistant(assistant_id)
     metadata = _check_metadata(metadata)
+    check_storable(input, "input")
+    check_storable(command, "command")
     if webhook:
         try:
             webhooks.webhook_check_url(webhook)

@@ -6,6 +6,7 @@ from typing import Any
 
 from hitl import services
 from hitl.agui import jsonable
+from hitl.lgapi.resume import check_storable
 from hitl.models import Thread
 from hitl.registry import registry
 
@@ -96,6 +97,7 @@ def _empty(thread: Thread) -> dict[str, Any]:
 
 
 def thread_state(thread: Thread, checkpoint_id: str | None = None) -> dict[str, Any]:
+    check_storable(checkpoint_id, "checkpoint_id")
     graph = _graph(thread)
     if graph is None:
         return _empty(thread)
@@ -125,6 +127,7 @@ def thread_history(
     metadata: dict[str, Any] | None = None,
     checkpoint_ns: str = "",
 ) -> list[dict[str, Any]]:
+    check_storable([before, metadata, checkpoint_ns], "The history filter")
     graph = _graph(thread)
     if graph is None:
         return []

@@ -9,6 +9,7 @@ RAW "langgraph" events carry the `updates` and `messages` chunks verbatim. The
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +20,8 @@ from hitl.agui import RAW_SOURCE
 from hitl.lgapi import serializers, state
 from hitl.lgapi.waiting import TERMINAL, ThreadSubscription, fetch_run
 from hitl.models import Run
+
+log = logging.getLogger(__name__)
 
 STREAM_MODES = (
     "values",
@@ -191,5 +194,8 @@ async def run_events(
             yield translate._event(
                 "on_chain_end", final.thread.graph, {"output": translate.last_values}
             )
+    except Exception as exc:  # the stream has started: report it in-band, never hang
+        log.exception("stream of run %s failed", run_id)
+        yield sse("error", {"error": type(exc).__name__, "message": str(exc)[:1000]})
     finally:
         await sub.close()

@@ -118,7 +118,7 @@ def receiver() -> Iterator[Receiver]:
                 state.requests.append(
                     {
                         "path": self.path,
-                        "headers": dict(self.headers),
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
                         "body": body,
                         "json": json.loads(body or b"null"),
                         "status": status,

@@ -62,10 +62,25 @@ def test_a_run_pauses_and_the_thread_shows_its_interrupt(live, reviewer):
     [
         ({"type": "accept", "args": None}, {"type": "accept", "args": None}),
         (
-            {"type": "edit", "args": {"action": "send_email", "args": {"to": "cfo@example.com", "subject": "Q3", "copies": 2, "urgent": True}}},
-            {"type": "edit", "args": {"action": "send_email", "args": {"to": "cfo@example.com", "subject": "Q3", "copies": 2, "urgent": True}}},
+            {
+                "type": "edit",
+                "args": {
+                    "action": "send_email",
+                    "args": {"to": "cfo@example.com", "subject": "Q3", "copies": 2, "urgent": True},
+                },
+            },
+            {
+                "type": "edit",
+                "args": {
+                    "action": "send_email",
+                    "args": {"to": "cfo@example.com", "subject": "Q3", "copies": 2, "urgent": True},
+                },
+            },
         ),
-        ({"type": "response", "args": "Wait for the numbers."}, {"type": "response", "args": "Wait for the numbers."}),
+        (
+            {"type": "response", "args": "Wait for the numbers."},
+            {"type": "response", "args": "Wait for the numbers."},
+        ),
         ({"type": "ignore", "args": None}, {"type": "ignore", "args": None}),
     ],
     ids=["accept", "edit", "response", "ignore"],
@@ -80,8 +95,14 @@ def test_resume_with_each_human_response_type(live, reviewer, response, expected
     assert final["decision"] == expected
     assert final["sent"] is (expected["type"] in ("accept", "edit"))
     row = HumanInterrupt.objects.select_related("responded_by").get(thread_id=thread_id)
-    assert (row.status, row.response_type, row.responded_by) == ("resolved", expected["type"], reviewer)
-    assert AuditEvent.objects.filter(interrupt=row, kind="interrupt.answered", actor=reviewer).exists()
+    assert (row.status, row.response_type, row.responded_by) == (
+        "resolved",
+        expected["type"],
+        reviewer,
+    )
+    assert AuditEvent.objects.filter(
+        interrupt=row, kind="interrupt.answered", actor=reviewer
+    ).exists()
     assert client.threads.get(thread_id)["status"] == "idle"
     assert Thread.objects.get(pk=thread_id).status == "done"
     assert row.interrupt_id == interrupt_id
@@ -93,7 +114,9 @@ def test_resume_by_interrupt_id_map_and_agent_inbox_list(live, reviewer):
     interrupt_id = values["__interrupt__"][0]["id"]
     # The Agent Inbox sends a list holding the one HumanResponse, keyed here by id.
     run = client.runs.create(
-        thread_id, "approval", command={"resume": {interrupt_id: [{"type": "accept", "args": None}]}}
+        thread_id,
+        "approval",
+        command={"resume": {interrupt_id: [{"type": "accept", "args": None}]}},
     )
     assert run["status"] == "pending"
     final = client.runs.join(thread_id, run["run_id"])
@@ -130,10 +153,14 @@ def test_a_stream_ends_at_the_interrupt_and_a_resume_stream_finishes(live, revie
     client = sdk_client(live.base_url, reviewer)
     thread = client.threads.create()
     first = list(
-        client.runs.stream(thread["thread_id"], "approval", input={"request": "q4"}, stream_mode="updates")
+        client.runs.stream(
+            thread["thread_id"], "approval", input={"request": "q4"}, stream_mode="updates"
+        )
     )
     interrupt_update = [p.data for p in first if p.event == "updates" and "__interrupt__" in p.data]
-    assert interrupt_update[0]["__interrupt__"][0]["value"]["action_request"]["action"] == "send_email"
+    assert (
+        interrupt_update[0]["__interrupt__"][0]["value"]["action_request"]["action"] == "send_email"
+    )
     second = list(
         client.runs.stream(
             thread["thread_id"],
@@ -168,7 +195,10 @@ def test_threads_search_filters_by_status_metadata_and_pages(live, reviewer):
     assert [t["thread_id"] for t in client.threads.search(metadata={"team": "finance"})] == [tagged]
     everything = client.threads.search(limit=10, sort_by="created_at", sort_order="asc")
     assert everything[0]["thread_id"] == paused
-    assert [t["thread_id"] for t in client.threads.search(limit=1, offset=1, sort_by="created_at", sort_order="asc")] == [tagged]
+    assert [
+        t["thread_id"]
+        for t in client.threads.search(limit=1, offset=1, sort_by="created_at", sort_order="asc")
+    ] == [tagged]
     assert client.threads.count(status="idle") == 2
 
 
@@ -208,12 +238,18 @@ def test_errors_are_clear_4xx(live, reviewer, outsider, requester):
     # A requester who is not a reviewer cannot answer, just like in the UI.
     mine, _ = _start_until_interrupt(sdk_client(live.base_url, requester))
     with pytest.raises(httpx.HTTPStatusError) as not_a_reviewer:
-        sdk_client(live.base_url, requester).runs.create(mine, "approval", command={"resume": {"type": "accept"}})
+        sdk_client(live.base_url, requester).runs.create(
+            mine, "approval", command={"resume": {"type": "accept"}}
+        )
     assert not_a_reviewer.value.response.status_code == 403
 
     client.runs.wait(thread_id, "approval", command={"resume": {"type": "accept"}})
     with pytest.raises(httpx.HTTPStatusError) as answered:
-        client.runs.create(thread_id, "approval", command={"resume": {values["__interrupt__"][0]["id"]: {"type": "ignore"}}})
+        client.runs.create(
+            thread_id,
+            "approval",
+            command={"resume": {values["__interrupt__"][0]["id"]: {"type": "ignore"}}},
+        )
     assert answered.value.response.status_code == 409
     assert "already answered by rita" in answered.value.response.json()["detail"]
     assert HumanInterrupt.objects.get(thread_id=thread_id).response_type == "accept"
