@@ -342,12 +342,21 @@ def assistant_get(request, assistant_id: str):
 def _compiled(assistant_id: str):
     from hitl.tasks import checkpointer
 
-    return registry.get(lg_services.graph_for_assistant(assistant_id), checkpointer())
+    name = lg_services.graph_for_assistant(assistant_id)
+    try:
+        return registry.get(name, checkpointer())
+    except Exception as exc:  # a registered target that does not import or compile
+        raise services.Conflict(f"Graph {name!r} cannot be loaded: {exc}") from None
 
 
 @api.get("/assistants/{assistant_id}/graph", response={200: dict, **ERRORS}, tags=["assistants"])
 def assistant_graph(request, assistant_id: str, xray: bool = False):
-    return _compiled(assistant_id).get_graph(xray=xray).to_json()
+    try:
+        return _compiled(assistant_id).get_graph(xray=xray).to_json()
+    except services.ServiceError:
+        raise
+    except Exception as exc:  # a graph LangGraph cannot draw
+        raise services.Conflict(f"The graph cannot be drawn: {exc}") from None
 
 
 @api.get("/assistants/{assistant_id}/schemas", response={200: dict, **ERRORS}, tags=["assistants"])

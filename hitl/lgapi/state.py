@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from hitl import services
@@ -10,13 +11,19 @@ from hitl.lgapi.resume import check_storable
 from hitl.models import Thread
 from hitl.registry import registry
 
+log = logging.getLogger(__name__)
+
 
 def _graph(thread: Thread):
     from hitl.tasks import checkpointer
 
     if thread.graph not in registry.targets:
         return None
-    return registry.get(thread.graph, checkpointer())
+    try:
+        return registry.get(thread.graph, checkpointer())
+    except Exception:  # a graph that no longer imports: the thread still reads, stateless
+        log.exception("graph %r of thread %s cannot be loaded", thread.graph, thread.pk)
+        return None
 
 
 def _config(thread: Thread, checkpoint_id: str | None = None, ns: str = "") -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import weakref
 from typing import Any
@@ -19,6 +20,8 @@ from channels.layers import get_channel_layer
 
 from hitl import events
 from hitl.models import Run
+
+log = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 5.0
 TERMINAL = frozenset(Run.TERMINAL)
@@ -49,7 +52,12 @@ class _Hub:
 
     async def _pump(self) -> None:
         while True:
-            message = await self.layer.receive(self.channel)
+            try:
+                message = await self.layer.receive(self.channel)
+            except Exception:  # e.g. Redis restarting: waiters fall back to their DB re-checks
+                log.exception("channel layer receive failed; retrying")
+                await asyncio.sleep(1.0)
+                continue
             if message.get("type") == self.STOP:
                 return
             for queue in list(self.waiters.get(str(message.get("thread_id")), ())):
@@ -90,7 +98,7 @@ async def _hub() -> _Hub | None:
         return None
     loop = asyncio.get_running_loop()
     hub = _hubs.get(loop)
-    if hub is None or hub.stopping:
+    if hub is None or hub.stopping or (hub.task is not None and hub.task.done()):
         hub = _Hub(layer)
         _hubs[loop] = hub  # registered before the first await: one hub per loop
         await hub.start()
