@@ -146,6 +146,13 @@ class StateCheckpointIn(Schema):
     subgraphs: bool = False
 
 
+class StateUpdateIn(Schema):
+    values: Any = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+    checkpoint: CheckpointIn | None = None
+
+
 class HistoryIn(Schema):
     limit: int = Field(10, ge=1, le=1000)
     before: str | CheckpointIn | None = None
@@ -449,6 +456,19 @@ def thread_patch(request, thread_id: uuid.UUID, body: ThreadPatchIn):
 @api.get("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
 def thread_state(request, thread_id: uuid.UUID, subgraphs: bool = False):
     return state.thread_state(_thread_for(request, thread_id))
+
+
+@api.post("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_state_update(request, thread_id: uuid.UUID, body: StateUpdateIn):
+    """Only the Agent Inbox's "mark as resolved" (values null as node __end__) is supported:
+    it withdraws the pending interrupts, like cancelling the thread in the UI."""
+    if body.as_node != "__end__" or body.values not in (None, {}):
+        raise services.Invalid(
+            "Editing thread state is not supported; only values=null with as_node='__end__' "
+            "(mark as resolved), which cancels the pending interrupts."
+        )
+    thread = services.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
+    return {"checkpoint": state.thread_state(thread)["checkpoint"]}
 
 
 @api.post("/threads/{thread_id}/state/checkpoint", response={200: dict, **ERRORS}, tags=["threads"])

@@ -298,3 +298,21 @@ def test_browser_clients_get_cors_for_allowed_origins_only(lg, reviewer, setting
     # The reviewer UI and /api/v1 never answer cross-origin.
     page = client.get("/api/v1/graphs", HTTP_ORIGIN="https://inbox.example.com")
     assert "Access-Control-Allow-Origin" not in page
+
+
+def test_agent_inbox_mark_as_resolved_withdraws_the_interrupt(lg, manual_runs, requester, outsider):
+    client = lg(requester)
+    thread_id = start(client, manual_runs, "approval")
+    edit = client.post(f"/threads/{thread_id}/state", {"values": {"x": 1}, "as_node": "propose"})
+    assert edit.status_code == 400
+    assert (
+        lg(outsider)
+        .post(f"/threads/{thread_id}/state", {"values": None, "as_node": "__end__"})
+        .status_code
+        == 404
+    )
+    resolved = client.post(f"/threads/{thread_id}/state", {"values": None, "as_node": "__end__"})
+    assert resolved.status_code == 200, resolved.content
+    assert resolved.json()["checkpoint"]["thread_id"] == thread_id
+    assert HumanInterrupt.objects.get(thread_id=thread_id).status == "cancelled"
+    assert client.get(f"/threads/{thread_id}").json()["status"] == "idle"
