@@ -45,10 +45,10 @@ from hitl.lgapi import services as lg_services
 from hitl.lgapi import state as lg_state
 from hitl.lgapi.api import AUTH
 from hitl.lgapi.streaming import DRAIN_SECONDS
-from hitl.lgapi.waiting import TERMINAL, ThreadSubscription, fetch_run
 from hitl.models import HumanInterrupt, Run, Thread
 from hitl.registry import registry
 from hitl.selectors import user_can_view_thread
+from hitl.waiting import TERMINAL, ThreadSubscription, fetch_run
 
 log = logging.getLogger(__name__)
 

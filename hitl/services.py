@@ -45,6 +45,23 @@ class Conflict(ServiceError):
     status_code = 409
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def check_storable(value: Any, what: str) -> Any:
+    """Refuse JSON that PostgreSQL cannot store (NUL characters in strings or keys)."""
+    if _has_nul(value):
+        raise Invalid(f"{what} must not contain NUL (\\u0000) characters.")
+    return value
+
+
 # --- threads and runs -------------------------------------------------------------
 
 
@@ -87,6 +104,9 @@ def run_start(
         raise Invalid("Run input must be a JSON object.")
     if metadata is not None and not isinstance(metadata, dict):
         raise Invalid("Thread metadata must be a JSON object.")
+    check_storable(input, "Run input")
+    check_storable(metadata, "Thread metadata")
+    check_storable(title, "The title")
     with transaction.atomic():
         if thread is None:
             thread = Thread.objects.create(
@@ -178,6 +198,8 @@ def interrupt_resolve(
     *, interrupt_id: Any, user, response_type: str, args: Any = None
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered."""
+    check_storable(args, "The answer")
+    check_storable(response_type, "The decision type")
     try:
         interrupt_id = uuid.UUID(str(interrupt_id))
     except ValueError:

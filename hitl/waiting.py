@@ -1,45 +1,205 @@
-"""Wait for a thread to reach a status without polling: listen on its channel group."""
+"""Wait for runs and thread statuses without polling: listen on the thread's channel group.
+
+The worker publishes `thread.event` (AG-UI events) and, after each committed status
+change, `thread.changed` to events.thread_group(thread_id). A waiter subscribes
+first and reads the database second, so a change between the two cannot be missed;
+it re-reads the database on every relevant message and every few seconds anyway, so
+a message the channel layer dropped (capacity, expiry) only delays it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Iterable
+import weakref
+from typing import Any
 
 from channels.layers import get_channel_layer
 
 from hitl import events
-from hitl.models import Thread
+from hitl.models import Run, Thread
+
+log = logging.getLogger(__name__)
+
+RECHECK_SECONDS = 5.0
+TERMINAL = frozenset(Run.TERMINAL)
 
 
-async def _status(thread_id) -> str | None:
-    return await Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+class _Hub:
+    """One channel-layer receiver per event loop, fanning messages out to waiters.
 
-
-async def thread_wait_for_status(thread_id, statuses: Iterable[str], timeout: float) -> str | None:
-    """Return the thread's status once it is one of `statuses`, or its status at timeout.
-
-    Subscribes before reading the database, so a change between the read and the
-    subscription cannot be missed.
+    Waiters never call receive() themselves: cancelling a channels_redis receive
+    half-way can leave it stuck, so the hub's receive is never cancelled; it stops
+    when a "hitl.hub.stop" message it sends itself arrives, once nobody waits.
     """
-    wanted = set(statuses)
+
+    STOP = "hitl.hub.stop"
+
+    def __init__(self, layer) -> None:
+        self.layer = layer
+        self.channel = ""
+        self.waiters: dict[str, set[asyncio.Queue]] = {}
+        self.stopping = False
+        self.task: asyncio.Task | None = None
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        self.channel = await self.layer.new_channel()
+        self.task = asyncio.get_running_loop().create_task(self._pump())
+        self.ready.set()
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except Exception:  # e.g. Redis restarting: waiters fall back to their DB re-checks
+                log.exception("channel layer receive failed; retrying")
+                await asyncio.sleep(1.0)
+                continue
+            if message.get("type") == self.STOP:
+                return
+            for queue in list(self.waiters.get(str(message.get("thread_id")), ())):
+                queue.put_nowait(message)
+
+    async def add(self, thread_id: str, queue: asyncio.Queue) -> None:
+        first = thread_id not in self.waiters
+        self.waiters.setdefault(thread_id, set()).add(queue)
+        if first:
+            await self.layer.group_add(events.thread_group(thread_id), self.channel)
+
+    async def remove(self, thread_id: str, queue: asyncio.Queue) -> None:
+        queues = self.waiters.get(thread_id)
+        if queues is None:
+            return
+        queues.discard(queue)
+        if not queues:
+            del self.waiters[thread_id]
+            await self.layer.group_discard(events.thread_group(thread_id), self.channel)
+        # Checked and flagged without an await in between, so no waiter can join a
+        # hub that is about to stop (add() only picks hubs that are not stopping).
+        if not self.waiters and not self.stopping:
+            self.stopping = True
+            if _hubs.get(asyncio.get_running_loop()) is self:
+                del _hubs[asyncio.get_running_loop()]
+            await self.layer.send(self.channel, {"type": self.STOP})
+            if self.task is not None:
+                # Short-lived loops (async_to_sync) must not close with the task pending.
+                await asyncio.wait([self.task], timeout=5)
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+
+async def _hub() -> _Hub | None:
     layer = get_channel_layer()
-    channel = await layer.new_channel()
-    group = events.thread_group(thread_id)
-    await layer.group_add(group, channel)
+    if layer is None:
+        return None
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None or hub.stopping or (hub.task is not None and hub.task.done()):
+        hub = _Hub(layer)
+        _hubs[loop] = hub  # registered before the first await: one hub per loop
+        await hub.start()
+    else:
+        await hub.ready.wait()
+    return hub
+
+
+class ThreadSubscription:
+    """The messages of one thread's channel group, queued for one waiter."""
+
+    def __init__(self, thread_id: Any):
+        self.thread_id = str(thread_id)
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._hub: _Hub | None = None
+
+    async def open(self) -> ThreadSubscription:
+        hub = await _hub()
+        if hub is not None:  # without a channel layer, waiters fall back to polling
+            await hub.add(self.thread_id, self.queue)
+            self._hub = hub
+        return self
+
+    async def get(self, timeout: float) -> dict[str, Any] | None:
+        """The next message, or None after `timeout` seconds."""
+        try:
+            return await asyncio.wait_for(self.queue.get(), max(timeout, 0.0))
+        except TimeoutError:
+            return None
+
+    async def close(self) -> None:
+        hub, self._hub = self._hub, None
+        if hub is not None:
+            with contextlib.suppress(Exception):
+                await hub.remove(self.thread_id, self.queue)
+
+    async def __aenter__(self) -> ThreadSubscription:
+        return await self.open()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+def is_run_end(message: dict[str, Any]) -> bool:
+    """A message after which a run's status may have changed."""
+    if message.get("type") == "thread.changed":
+        return True
+    if message.get("type") == "thread.event":
+        return (message.get("event") or {}).get("type") in ("RUN_FINISHED", "RUN_ERROR")
+    return False
+
+
+async def fetch_run(run_id: Any) -> Run | None:
+    return await Run.objects.select_related("thread").filter(pk=run_id).afirst()
+
+
+async def wait_for_run(
+    run_id: Any, timeout: float, *, subscription: ThreadSubscription | None = None
+) -> Run | None:
+    """Return the run once it is terminal (interrupted, success, error, cancelled).
+
+    At `timeout` the run is returned as it is (check `run.status`); None when there
+    is no such run. Pass an open `subscription` to cover events sent before this
+    call (e.g. one opened before the run was created).
+    """
+    run = await fetch_run(run_id)
+    if run is None or run.status in TERMINAL:
+        return run
+    own = subscription is None
+    sub = subscription or await ThreadSubscription(run.thread_id).open()
+    deadline = time.monotonic() + timeout
     try:
-        status = await _status(thread_id)
-        deadline = time.monotonic() + timeout
-        while status is not None and status not in wanted:
+        while True:
+            run = await fetch_run(run_id)
+            if run is None or run.status in TERMINAL:
+                return run
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                break
-            try:
-                message = await asyncio.wait_for(layer.receive(channel), remaining)
-            except TimeoutError:
-                break
-            if message.get("type") == "thread.changed":
-                status = message.get("status", status)
-        return status
+                return run
+            wait_until = time.monotonic() + min(remaining, RECHECK_SECONDS)
+            while (left := wait_until - time.monotonic()) > 0:
+                message = await sub.get(left)
+                if message is None or is_run_end(message):
+                    break
     finally:
-        await layer.group_discard(group, channel)
+        if own:
+            await sub.close()
+
+
+async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) -> str | None:
+    """Return the thread's status once it is one of `statuses`, or its status at timeout."""
+    wanted = set(statuses)
+    async with ThreadSubscription(thread_id) as sub:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = await Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+            remaining = deadline - time.monotonic()
+            if status is None or status in wanted or remaining <= 0:
+                return status
+            wait_until = time.monotonic() + min(remaining, RECHECK_SECONDS)
+            while (left := wait_until - time.monotonic()) > 0:
+                message = await sub.get(left)
+                if message is None or message.get("type") == "thread.changed":
+                    break

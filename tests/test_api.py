@@ -227,3 +227,20 @@ def test_new_run_on_an_interrupted_thread_is_409(interrupted, api):
 def test_odd_list_parameters_never_fail_with_500(api_for, reviewer, query):
     response = api_for(reviewer).get("/api/v1/interrupts", **query)
     assert response.status_code in (200, 422), response.content
+
+
+def test_nul_characters_are_refused_before_reaching_postgres(api, manual_runs):
+    threads_before = Thread.objects.count()
+    response = api.post("/api/v1/threads", {"graph": "approval", "input": {"request": "a\u0000b"}})
+    assert response.status_code == 400
+    assert "NUL" in response.json()["detail"]
+    assert Thread.objects.count() == threads_before
+
+
+def test_nul_characters_in_an_answer_change_nothing(interrupted, api):
+    row = HumanInterrupt.objects.get(thread=interrupted)
+    response = api.post(f"/api/v1/interrupts/{row.pk}/decision", {"type": "response", "args": "x\u0000"})
+    assert response.status_code == 400
+    row.refresh_from_db()
+    assert row.status == HumanInterrupt.Status.PENDING
+    assert not Run.objects.filter(thread_id=row.thread_id, kind="resume").exists()

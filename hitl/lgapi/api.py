@@ -30,10 +30,10 @@ from hitl.lgapi import serializers, state
 from hitl.lgapi import services as lg_services
 from hitl.lgapi.resume import check_storable
 from hitl.lgapi.streaming import STREAM_MODES, run_events
-from hitl.lgapi.waiting import ThreadSubscription, wait_for_run
 from hitl.models import Run, Thread
 from hitl.registry import registry
 from hitl.selectors import thread_list_for_user, user_can_view_thread
+from hitl.waiting import ThreadSubscription, wait_for_run
 
 
 class SessionWithoutToken(SessionAuth):

@@ -17,27 +17,11 @@ from django.db import transaction
 from agents import contract
 from hitl import services
 from hitl.models import HumanInterrupt, Run, Thread
+from hitl.services import check_storable  # noqa: F401 - re-exported for the API modules
 
 CANCELLED = object()  # an AG-UI resume entry with status "cancelled"
 
 _DECISIONS = ("approve", "edit", "reject", "respond")
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
-def check_storable(value: Any, what: str) -> Any:
-    """Refuse JSON that PostgreSQL cannot store (NUL characters in strings or keys)."""
-    if _has_nul(value):
-        raise services.Invalid(f"{what} must not contain NUL (\\u0000) characters.")
-    return value
 
 
 def _is_client_tool(row: HumanInterrupt) -> bool:

@@ -18,8 +18,8 @@ from asgiref.sync import sync_to_async
 
 from hitl.agui import RAW_SOURCE
 from hitl.lgapi import serializers, state
-from hitl.lgapi.waiting import TERMINAL, ThreadSubscription, fetch_run
 from hitl.models import Run
+from hitl.waiting import TERMINAL, ThreadSubscription, fetch_run
 
 log = logging.getLogger(__name__)
 

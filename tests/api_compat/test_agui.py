@@ -14,8 +14,8 @@ from ag_ui.core import Event, EventType, RunAgentInput
 from asgiref.sync import async_to_sync
 from pydantic import TypeAdapter
 
-from hitl.lgapi.waiting import ThreadSubscription
 from hitl.models import HumanInterrupt, Thread
+from hitl.waiting import ThreadSubscription
 from tests.api_compat.conftest import parse_sse, token_for
 
 pytestmark = pytest.mark.postgres
