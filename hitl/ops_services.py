@@ -27,6 +27,7 @@ from hitl.services import (
     NotFound,
     _announce_thread,
     _enqueue,
+    _lock_thread_and_run,
     _request_of,
     _resume_when_answered,
 )
@@ -61,12 +62,11 @@ def run_retry(*, run_id: Any, user) -> Run:
     _require_operator(user)
     run_id = _uuid(run_id, "run")
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None:
+        thread, run = _lock_thread_and_run(run_id)
+        if run is None or thread is None:
             raise NotFound("No such run.")
         if run.status != Run.Status.ERROR:
             raise Conflict(f"Only failed runs can be retried; this run is {run.status}.")
-        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
         latest = thread.runs.order_by("-created_at").values_list("pk", flat=True).first()
         if latest != run.pk:
             raise Conflict("A newer run exists on this thread; only its latest run can be retried.")
