@@ -1,17 +1,17 @@
 """WebSocket consumers: authenticate on connect, re-check permission on every event,
 and send server-rendered HTML partials to the inbox and thread pages.
 
-Permission is evaluated for every event against the user's current state in the
-database. That state (active flag, groups, review-all permission) is loaded for
-all users with an open socket in one batch at most once per PERMISSION_TTL per
-process, so a burst of streamed tokens or 200 reviewers receiving the same
-interrupt cost a handful of queries instead of hundreds, and a revoked reviewer
-stops receiving within that second.
+Permission is evaluated for every event against the user's state in the database
+(active flag, groups, review-all permission). That state is reloaded for all users
+with an open socket in one batch every PERMISSION_TTL per process, so a burst of
+streamed tokens or 200 reviewers receiving the same interrupt cost three queries
+instead of hundreds, and a revoked reviewer stops receiving within about a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import weakref
@@ -117,23 +117,49 @@ def load_principals(user_ids: list[int]) -> dict[int, Principal]:
 
 
 class _PrincipalCache:
-    """Per event loop: principals of every connected user, refreshed together."""
+    """Per event loop: principals of every connected user, reloaded together in the
+    background every PERMISSION_TTL while sockets are open, so an event rarely waits
+    for the database to learn who may see it."""
 
     def __init__(self) -> None:
         self.connected: Counter[int] = Counter()
         self.entries: dict[int, Principal] = {}
         self.loaded_at = float("-inf")
         self.refresh: asyncio.Task | None = None
+        self.ticker: asyncio.Task | None = None
+
+    def add(self, user_id: int, principal: Principal) -> None:
+        self.connected[user_id] += 1
+        self.entries[user_id] = principal
+        if self.ticker is None or self.ticker.done():
+            self.ticker = asyncio.ensure_future(self._tick())
+
+    def remove(self, user_id: int) -> None:
+        self.connected[user_id] -= 1
+        if self.connected[user_id] <= 0:
+            del self.connected[user_id]
 
     async def get(self, user_id: int) -> Principal:
-        fresh = time.monotonic() - self.loaded_at < PERMISSION_TTL
-        if not fresh or user_id not in self.entries:
-            if self.refresh is None or self.refresh.done():
-                self.refresh = asyncio.ensure_future(self._load())
-            await asyncio.shield(self.refresh)
+        # The ticker keeps entries about PERMISSION_TTL old; wait only when it lags behind.
+        if time.monotonic() - self.loaded_at >= 2 * PERMISSION_TTL or user_id not in self.entries:
+            await self._refresh()
             if user_id not in self.entries:  # connected after the batch started
                 self.entries.update(await database_sync_to_async(load_principals)([user_id]))
         return self.entries.get(user_id, NOBODY)
+
+    async def _tick(self) -> None:
+        while self.connected:
+            await asyncio.sleep(max(PERMISSION_TTL, 0.05))
+            if self.connected:
+                try:
+                    await self._refresh()
+                except Exception:  # a failed reload is retried; events then load on demand
+                    log.exception("could not reload socket permissions")
+
+    async def _refresh(self) -> None:
+        if self.refresh is None or self.refresh.done():
+            self.refresh = asyncio.ensure_future(self._load())
+        await asyncio.shield(self.refresh)
 
     async def _load(self) -> None:
         started = time.monotonic()
@@ -176,6 +202,8 @@ class _RenderCache:
 
 
 _render_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Serialized inbox messages, shared by all sockets of this process (same text for all).
+_encoded: dict[tuple, str] = {}
 
 
 def renders() -> _RenderCache:
@@ -200,22 +228,9 @@ def _interrupt_row(interrupt_id: str):
 
 
 def render_inbox_interrupt(interrupt_id: str) -> dict[str, Any] | None:
-    from hitl import partials
-    from hitl.ui_selectors import interrupt_clarification
+    from hitl.partials import inbox_interrupt_fragment
 
-    row = _interrupt_row(interrupt_id)
-    if row is None or row.status != "pending":
-        return None
-    clarification = interrupt_clarification(row)
-    title = (
-        (clarification or {}).get("question")
-        or (f"Approve {row.action}" if row.action else "")
-        or "The agent asks"
-    )
-    return {
-        "html": partials.inbox_interrupt_row(row),
-        "notify": {"title": title[:120], "body": (row.thread.title or row.description)[:200]},
-    }
+    return inbox_interrupt_fragment(interrupt_id)
 
 
 def render_interrupt_card(interrupt_id: str, can_answer: bool) -> str | None:
@@ -252,11 +267,11 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
     async def _principal(self) -> Principal:
         return await principals().get(self.user_id)
 
-    async def _join(self, groups: list[str]) -> None:
+    async def _join(self, groups: list[str], principal: Principal) -> None:
         self.groups_joined = groups
         for group in groups:
             await self.channel_layer.group_add(group, self.channel_name)
-        principals().connected[self.user_id] += 1
+        principals().add(self.user_id, principal)
         self._counted = True
         await self.accept()
         await self.send_json(HelloMessage(type="hello"))
@@ -265,10 +280,16 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
         if getattr(self, "_counted", False):
-            cache = principals()
-            cache.connected[self.user_id] -= 1
-            if cache.connected[self.user_id] <= 0:
-                del cache.connected[self.user_id]
+            principals().remove(self.user_id)
+
+    async def _send_shared(self, key: tuple, message: dict[str, Any]) -> None:
+        """Send a message that is the same for every recipient, serialized once per process."""
+        text = _encoded.get(key)
+        if text is None:
+            if len(_encoded) > 500:
+                _encoded.clear()
+            text = _encoded[key] = json.dumps(message)
+        await self.send(text_data=text)
 
     async def _still_active(self, principal: Principal) -> bool:
         if not principal.active:
@@ -301,7 +322,7 @@ class InboxConsumer(_LiveConsumer):
         else:
             groups = [events.inbox_group(g) for g in sorted(principal.group_ids)]
             groups.append(events.user_group(self.user_id))
-        await self._join(groups)
+        await self._join(groups, principal)
 
     async def interrupt_changed(self, message):
         principal = await self._principal()
@@ -320,15 +341,18 @@ class InboxConsumer(_LiveConsumer):
         if message.get("responded_by"):
             out["responded_by"] = message["responded_by"]
         if message["status"] == "pending":
-            interrupt_id = message["interrupt_id"]
-            rendered = await renders().get(
-                ("inbox-row", interrupt_id, group_id),
-                lambda: render_inbox_interrupt(interrupt_id),
-            )
+            rendered = message if message.get("html") else None
+            if rendered is None:  # the publisher could not render it: do it here, once
+                interrupt_id = message["interrupt_id"]
+                rendered = await renders().get(
+                    ("inbox-row", interrupt_id, group_id),
+                    lambda: render_inbox_interrupt(interrupt_id),
+                )
             if rendered is None:
                 return  # answered or gone before we got here; its own event follows
             out["html"], out["notify"] = rendered["html"], rendered["notify"]
-        await self.send_json(out)
+        key = ("inbox", out["interrupt_id"], out["status"], group_id, out.get("responded_by"))
+        await self._send_shared(key, dict(out))
 
     async def thread_changed(self, message):
         principal = await self._principal()
@@ -366,7 +390,7 @@ class ThreadConsumer(_LiveConsumer):
             await self.close(code=4403)
             return
         self._access = (time.monotonic(), True)
-        await self._join([events.thread_group(self.thread_id)])
+        await self._join([events.thread_group(self.thread_id)], principal)
 
     def _can_view(self, principal: Principal) -> bool:
         from hitl.models import HumanInterrupt, Thread

@@ -51,6 +51,9 @@ class InterruptChanged(TypedDict):
     reviewer_group_id: int | None
     status: str
     responded_by: NotRequired[str]
+    # Pending only: the inbox row (HTML) and a plain-text notification, rendered once.
+    html: NotRequired[str]
+    notify: NotRequired[dict[str, str]]
 
 
 class ThreadChanged(TypedDict):
@@ -169,7 +172,22 @@ def publish_interrupt_changed(
     }
     if responded_by:
         message["responded_by"] = responded_by
+    if status == "pending":
+        # Rendered once here rather than in every web process that forwards it.
+        fragment = _inbox_fragment(interrupt_id)
+        if fragment is not None:
+            message["html"], message["notify"] = fragment["html"], fragment["notify"]
     publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
+
+
+def _inbox_fragment(interrupt_id: Any) -> dict[str, Any] | None:
+    try:
+        from hitl.partials import inbox_interrupt_fragment
+
+        return inbox_interrupt_fragment(interrupt_id)
+    except Exception:  # consumers render it themselves when this fails
+        log.exception("could not render interrupt %s for the inbox", interrupt_id)
+        return None
 
 
 def publish_thread_changed(*, thread_id: Any, status: str, requester_id: int | None) -> None:

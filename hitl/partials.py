@@ -55,6 +55,27 @@ def inbox_interrupt_row(row: HumanInterrupt, request=None) -> str:
     )
 
 
+def inbox_interrupt_fragment(interrupt_id: Any) -> dict[str, Any] | None:
+    """A pending interrupt's inbox row and notification text, or None if it is not pending."""
+    row = (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .select_related("thread", "reviewer_group")
+        .first()
+    )
+    if row is None or row.status != HumanInterrupt.Status.PENDING:
+        return None
+    clarification = interrupt_clarification(row)
+    title = (
+        (clarification or {}).get("question")
+        or (f"Approve {row.action}" if row.action else "")
+        or "The agent asks"
+    )
+    return {
+        "html": inbox_interrupt_row(row),
+        "notify": {"title": title[:120], "body": (row.thread.title or row.description)[:200]},
+    }
+
+
 def inbox_thread_row(thread: Thread, request=None) -> str:
     if not hasattr(thread, "pending_items"):
         thread.pending_items = list(thread_pending_interrupts(thread))

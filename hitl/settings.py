@@ -7,6 +7,7 @@ checkpointer, the in-memory channel layer and runs executed in-process.
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from hitl.env import envbool, envfloat, envint, envlist, envstr
 
@@ -136,7 +137,20 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 
 REDIS_URL = envstr("REDIS_URL")
-if REDIS_URL:
+# "redis" (channels_redis core: per-socket queues) or "redis-pubsub" (one Redis message
+# per group and web process, fanned out in-process: much cheaper with hundreds of
+# reviewer sockets per process; see bench/README.md, push latency).
+HITL_CHANNEL_LAYER = envstr("HITL_CHANNEL_LAYER", "redis")
+if HITL_CHANNEL_LAYER not in ("redis", "redis-pubsub"):
+    raise ImproperlyConfigured("HITL_CHANNEL_LAYER must be 'redis' or 'redis-pubsub'.")
+if REDIS_URL and HITL_CHANNEL_LAYER == "redis-pubsub":
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+        }
+    }
+elif REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
