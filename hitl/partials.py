@@ -48,11 +48,7 @@ def interrupt_card(row: HumanInterrupt, *, can_answer: bool, request=None, **ext
 
 
 def inbox_interrupt_row(row: HumanInterrupt, request=None) -> str:
-    return render_to_string(
-        "hitl/partials/inbox_interrupt_row.html",
-        {"row": row, "clarification": interrupt_clarification(row)},
-        request=request,
-    )
+    return render_to_string("hitl/partials/inbox_interrupt_row.html", {"row": row}, request=request)
 
 
 def inbox_interrupt_fragment(interrupt_id: Any) -> dict[str, Any] | None:

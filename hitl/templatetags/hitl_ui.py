@@ -55,3 +55,11 @@ def ago(value) -> str:
     if (timezone.now() - value).total_seconds() < 60:
         return "just now"
     return timesince(value, depth=1) + " ago"
+
+
+@register.filter
+def clarification_of(row):
+    """The clarification an interrupt carries (type, question, options), or None."""
+    from hitl.ui_selectors import interrupt_clarification
+
+    return interrupt_clarification(row)

@@ -94,7 +94,10 @@ def test_clarification_filter(paused, client_for, reviewer, requester):
     _, (question,) = paused(user=requester, values=[clarify])
     paused(user=requester, values=[human_interrupt("send_email")])
     client = client_for(reviewer)
-    assert row_ids(client.get("/?clarification=approach_choice")) == [str(question.pk)]
+    response = client.get("/?clarification=approach_choice")
+    assert row_ids(response) == [str(question.pk)]
+    row = response.content.decode().split(f'id="row-{question.pk}"')[1]
+    assert "approach choice</span> Which quarter?" in row  # shown as a clarification
     assert row_ids(client.get("/?clarification=risk_confirmation")) == []
     assert len(row_ids(client.get("/"))) == 2
 
