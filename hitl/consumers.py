@@ -141,11 +141,13 @@ class _PrincipalCache:
 
     async def get(self, user_id: int) -> Principal:
         # The ticker keeps entries about PERMISSION_TTL old; wait only when it lags behind.
-        if time.monotonic() - self.loaded_at >= 2 * PERMISSION_TTL or user_id not in self.entries:
+        if time.monotonic() - self.loaded_at >= 2 * PERMISSION_TTL:
             await self._refresh()
-            if user_id not in self.entries:  # connected after the batch started
-                self.entries.update(await database_sync_to_async(load_principals)([user_id]))
-        return self.entries.get(user_id, NOBODY)
+        principal = self.entries.get(user_id)
+        if principal is None:  # connected after the running batch read its user list
+            loaded = await database_sync_to_async(load_principals)([user_id])
+            principal = self.entries[user_id] = loaded.get(user_id, NOBODY)
+        return principal
 
     async def _tick(self) -> None:
         while self.connected:
@@ -164,7 +166,12 @@ class _PrincipalCache:
     async def _load(self) -> None:
         started = time.monotonic()
         ids = list(self.connected)
-        self.entries = await database_sync_to_async(load_principals)(ids) if ids else {}
+        loaded = await database_sync_to_async(load_principals)(ids) if ids else {}
+        # Merge, never replace: users who connected while this batch ran keep their entry.
+        for user_id in ids:
+            self.entries[user_id] = loaded.get(user_id, NOBODY)  # deleted users: nobody
+        for user_id in [u for u in self.entries if u not in self.connected]:
+            del self.entries[user_id]
         self.loaded_at = started
 
 

@@ -25,11 +25,13 @@ from hitl.ui_selectors import (
     INLINE_IMAGE_TYPES,
     TABS,
     THREAD_TABS,
+    InboxQuery,
     artifact_mime,
     artifact_open,
     inbox_page,
     next_pending_for,
     pending_count_for,
+    pending_interrupts_for,
     reviewer_groups_for_filter,
 )
 
@@ -205,20 +207,17 @@ def interrupt_decide(request, interrupt_id):
         return JsonResponse({"ok": True, "next": next_url})
     label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
     what = row.action or "the question"
-    messages.success(request, f"{label.get(response_type, 'Ignored')}: {what}.")
+    moved = following is not None and following.thread_id != row.thread_id
+    where = f" on “{row.thread.title}”; here is the next one" if moved else ""
+    messages.success(request, f"{label.get(response_type, 'Ignored')}: {what}{where}.")
     return redirect(next_url)
 
 
 @login_required
 @require_GET
 def interrupt_next(request):
-    """Open the newest pending item routed to the user (the inbox's Enter on nothing)."""
-    row = (
-        HumanInterrupt.objects.for_reviewer(request.user)
-        .filter(status=HumanInterrupt.Status.PENDING)
-        .order_by("-created_at")
-        .first()
-    )
+    """Open the newest pending item routed to the user (the "n" key)."""
+    row = pending_interrupts_for(request.user, InboxQuery()).order_by("-created_at", "-pk").first()
     if row is None:
         messages.info(request, "Nothing waits for you.")
         return redirect("home")

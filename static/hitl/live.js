@@ -69,6 +69,7 @@
     let attempts = 0;
     let opened = false;
     let stopped = false;
+    let refused = false;
     let pinger = null;
     function open() {
       indicate(name, opened ? "offline" : "connecting");
@@ -78,6 +79,7 @@
         let message;
         try { message = JSON.parse(event.data); } catch (e) { return; }
         if (message.type === "hello") {
+          refused = false;
           const resync = opened;
           opened = true;
           attempts = 0;
@@ -91,15 +93,15 @@
       socket.onclose = function (event) {
         clearInterval(pinger);
         if (stopped) return;
-        if (event.code === 4401 || event.code === 4403) {
-          // Not (or no longer) allowed: a reload shows the login page or a 404.
-          indicate(name, "offline");
-          HITL.toast("You no longer have access to live updates here; reload the page.", { kind: "warn", ms: 10000 });
-          return;
-        }
         indicate(name, "offline");
         attempts += 1;
-        const delay = Math.min(10000, 400 * Math.pow(2, attempts - 1)) + Math.random() * 300;
+        let delay = Math.min(10000, 400 * Math.pow(2, attempts - 1)) + Math.random() * 300;
+        if (event.code === 4401 || event.code === 4403) {
+          // Refused: logged out or no longer allowed. Say so once, ask again slowly.
+          if (!refused) HITL.toast("Live updates stopped: you may have been logged out. Reload the page.", { kind: "warn", ms: 10000 });
+          refused = true;
+          delay = 30000;
+        }
         setTimeout(open, delay);
       };
       pinger = setInterval(function () {
@@ -185,6 +187,7 @@
     if (HITL.isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
     if (event.key === "?") { showHelp(help && help.hidden); event.preventDefault(); return; }
     if (pendingG && event.key === "i") { location.href = "/"; return; }
+    if (event.key === "n") { location.href = "/interrupts/next/"; return; }
     pendingG = event.key === "g";
   });
 

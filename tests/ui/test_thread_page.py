@@ -191,10 +191,22 @@ def test_after_deciding_the_next_pending_item_opens(paused, client_for, reviewer
     client = client_for(reviewer)
     response = decide(client, first, {"type": "accept"})
     assert response["Location"] == f"/threads/{thread.pk}/#interrupt-{second.pk}"
-    response = decide(client, second, {"type": "ignore"})
-    assert response["Location"] == f"/threads/{other.pk}/#interrupt-{elsewhere.pk}"
+    response = decide(client, second, {"type": "ignore"}, follow=True)
+    assert response.redirect_chain[0][0] == f"/threads/{other.pk}/#interrupt-{elsewhere.pk}"
+    assert "Ignored: b on “approval”; here is the next one." in response.content.decode()
     response = decide(client, elsewhere, {"type": "accept"})
     assert response["Location"] == f"/threads/{other.pk}/"
+
+
+def test_n_opens_the_newest_item_routed_to_me(
+    paused, client_for, reviewer, finance_reviewer, requester
+):
+    _, (older,) = paused(user=requester, values=[human_interrupt("a")])
+    thread, (newer,) = paused(user=requester, values=[human_interrupt("b")])
+    response = client_for(reviewer).get("/interrupts/next/")
+    assert response["Location"] == f"/threads/{thread.pk}/#interrupt-{newer.pk}"
+    response = client_for(finance_reviewer).get("/interrupts/next/", follow=True)
+    assert "Nothing waits for you." in response.content.decode()
 
 
 def test_the_losing_reviewer_sees_who_answered(
