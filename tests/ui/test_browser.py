@@ -158,11 +158,20 @@ def test_keyboard_race_and_resync(asgi_server, browser_page, reviewer, second_re
         values=[human_interrupt("send_email"), human_interrupt("delete_file", {"path": "a"})],
         title="Two requests",
     )
+    _, (quick,) = open_interrupts(user=requester, values=[human_interrupt("archive")])
     rita = browser_page(asgi_server, "rita")
     sam = browser_page(asgi_server, "sam")
 
-    # Keyboard in the inbox: j/k select, Enter opens.
+    # Keyboard in the inbox: "a" accepts the selected row (the newest) in place.
     rita.wait_for_selector("#live-indicator[data-state=live]")
+    mark_no_reload(rita)
+    assert rita.get_attribute("tr.row.selected", "id") == f"row-{quick.pk}"
+    rita.keyboard.press("a")
+    rita.wait_for_selector(f"#row-{quick.pk}", state="detached")
+    assert_not_reloaded(rita)
+    wait_for(lambda: HumanInterrupt.objects.get(pk=quick.pk).status == "resolved", what="accept")
+    assert rita.inner_text("#pending-badge") == "2"
+    # ? shows the help; j/k select, Enter opens.
     rita.keyboard.press("?")
     assert rita.is_visible("#help")
     rita.keyboard.press("Escape")
