@@ -10,6 +10,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
+from hitl.audit import audit_for_thread
 from hitl.forms import DecisionForm
 from hitl.models import HumanInterrupt, Thread
 from hitl.rendering import markdown, pretty_json
@@ -100,6 +101,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "final_json": pretty_json(final.final_result) if final else "",
         "artifacts": thread_artifacts(thread),
         "conversation": thread_conversation(thread),
+        "audit": audit_for_thread(thread, limit=200),
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")),
     }

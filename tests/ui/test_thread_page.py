@@ -372,3 +372,24 @@ def test_a_file_gone_from_storage_is_410_not_500(files_thread, client_for, revie
     )
     response = client_for(reviewer).get(f"/threads/{thread.pk}/files/{artifacts['chart.png'].pk}/")
     assert response.status_code == 410
+
+
+def test_thread_page_shows_the_audit_trail_with_proposed_and_edited_args(
+    paused, client_for, reviewer, requester
+):
+    from hitl import services
+    from tests.ui.conftest import open_interrupts
+
+    thread, (row,) = open_interrupts(
+        user=requester, values=[human_interrupt(args={"to": "old@example.com", "subject": "Q3"})]
+    )
+    services.interrupt_resolve(
+        interrupt_id=row.pk,
+        user=reviewer,
+        response_type="edit",
+        args={"action": row.action, "args": {"to": "new@example.com", "subject": "Q3"}},
+    )
+    html = client_for(requester).get(f"/threads/{thread.pk}/").content.decode()
+    trail = html[html.index('id="audit-trail"') :]
+    assert "old@example.com" in trail and "new@example.com" in trail
+    assert reviewer.username in trail
