@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -74,11 +75,21 @@ def prepare(database_url: str, redis_url: str) -> str:
             conn.execute(f'create database "{name}"')
     redis.Redis.from_url(redis_url).flushdb()
     env = stack_env(database_url, redis_url)
-    subprocess.run([str(BIN / "python"), "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [str(BIN / "python"), "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True
+    )
     token_file = ROOT / "var" / "bench-token"
     token_file.parent.mkdir(exist_ok=True)
     subprocess.run(
-        [str(BIN / "python"), "manage.py", "demo_setup", "--username", "bench", "--token-file", str(token_file)],
+        [
+            str(BIN / "python"),
+            "manage.py",
+            "demo_setup",
+            "--username",
+            "bench",
+            "--token-file",
+            str(token_file),
+        ],
         cwd=ROOT,
         env=env,
         check=True,
@@ -109,19 +120,48 @@ class Stack:
             self.ports.append(port)
             self.procs.append(
                 subprocess.Popen(
-                    [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
-                    cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    [
+                        str(BIN / "daphne"),
+                        "-b",
+                        "127.0.0.1",
+                        "-p",
+                        str(port),
+                        "hitl.asgi:application",
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
             )
         for i in range(args.workers):
             self.procs.append(
                 subprocess.Popen(
                     [
-                        str(BIN / "celery"), "-A", "hitl", "worker", "-Q", "runs,default", "-c", str(args.concurrency),
-                        "--pool", args.pool, "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle",
-                        "--without-heartbeat", "-l", "WARNING",
+                        str(BIN / "celery"),
+                        "-A",
+                        "hitl",
+                        "worker",
+                        "-Q",
+                        "runs,default",
+                        "-c",
+                        str(args.concurrency),
+                        "--pool",
+                        args.pool,
+                        "-n",
+                        f"bench{i}@%h",
+                        "--without-gossip",
+                        "--without-mingle",
+                        "--without-heartbeat",
+                        "-l",
+                        "WARNING",
                     ],
-                    cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
             )
         for port in self.ports:
@@ -129,10 +169,8 @@ class Stack:
 
     def stop(self) -> None:
         for proc in self.procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for proc in self.procs:
             try:
                 proc.wait(timeout=15)
@@ -154,20 +192,32 @@ async def client_loop(base_urls, token, graph, deadline_cycles, counter, results
                 return
             counter["next"] += 1
             t0 = time.perf_counter()
-            started = (await http.post("/api/v1/threads", json={"graph": graph, "input": {"request": "bench"}})).json()
+            started = (
+                await http.post(
+                    "/api/v1/threads", json={"graph": graph, "input": {"request": "bench"}}
+                )
+            ).json()
             thread_id = started["thread_id"]
-            thread = (await http.get(f"/api/v1/threads/{thread_id}/wait", params={"status": "interrupted,error"})).json()
+            thread = (
+                await http.get(
+                    f"/api/v1/threads/{thread_id}/wait", params={"status": "interrupted,error"}
+                )
+            ).json()
             t1 = time.perf_counter()
             if thread["status"] != "interrupted" or not thread["interrupts"]:
                 results["errors"] += 1
                 continue
             interrupt_id = thread["interrupts"][0]["id"]
             t2 = time.perf_counter()
-            answer = await http.post(f"/api/v1/interrupts/{interrupt_id}/decision", json={"type": "accept"})
+            answer = await http.post(
+                f"/api/v1/interrupts/{interrupt_id}/decision", json={"type": "accept"}
+            )
             if answer.status_code != 200:
                 results["errors"] += 1
                 continue
-            done = (await http.get(f"/api/v1/threads/{thread_id}/wait", params={"status": "done,error"})).json()
+            done = (
+                await http.get(f"/api/v1/threads/{thread_id}/wait", params={"status": "done,error"})
+            ).json()
             t3 = time.perf_counter()
             if done["status"] != "done":
                 results["errors"] += 1
@@ -212,12 +262,16 @@ def floor(database_url: str, clients: int, cycles: int) -> dict:
                 counter["next"] += 1
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             t0 = time.perf_counter()
-            for _ in graph.stream({"request": "bench"}, config, stream_mode=["updates", "messages"], durability="sync"):
+            for _ in graph.stream(
+                {"request": "bench"}, config, stream_mode=["updates", "messages"], durability="sync"
+            ):
                 pass
             interrupt_id = graph.get_state(config).interrupts[0].id
             t1 = time.perf_counter()
             resume = Command(resume={interrupt_id: {"type": "accept", "args": None}})
-            for _ in graph.stream(resume, config, stream_mode=["updates", "messages"], durability="sync"):
+            for _ in graph.stream(
+                resume, config, stream_mode=["updates", "messages"], durability="sync"
+            ):
                 pass
             graph.get_state(config)
             t2 = time.perf_counter()
@@ -251,11 +305,15 @@ def report(name: str, results: dict) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--cycles", type=int, default=480)
     parser.add_argument("--warmup", type=int, default=32)
-    parser.add_argument("--web", type=int, default=2, help="daphne processes (clients spread over them)")
+    parser.add_argument(
+        "--web", type=int, default=2, help="daphne processes (clients spread over them)"
+    )
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes")
     parser.add_argument("--concurrency", type=int, default=4, help="children per Celery worker")
     parser.add_argument("--pool", default="prefork")
@@ -266,12 +324,16 @@ def main() -> None:
     parser.add_argument("--skip-stack", action="store_true")
     args = parser.parse_args()
 
-    print(f"{os.cpu_count()} cores; {args.clients} clients; {args.cycles} cycles; graph {args.graph!r}")
+    print(
+        f"{os.cpu_count()} cores; {args.clients} clients; {args.cycles} cycles; graph {args.graph!r}"
+    )
     rates = {}
     if not args.skip_stack:
         token = prepare(args.database_url, args.redis_url)
         stack = Stack(args, stack_env(args.database_url, args.redis_url))
-        print(f"stack: {args.web} daphne, {args.workers} worker(s) x {args.concurrency} ({args.pool})")
+        print(
+            f"stack: {args.web} daphne, {args.workers} worker(s) x {args.concurrency} ({args.pool})"
+        )
         try:
             urls = [f"http://127.0.0.1:{port}" for port in stack.ports]
             asyncio.run(drive(urls, token, args.graph, args.clients, args.warmup))
@@ -283,7 +345,8 @@ def main() -> None:
     if not args.skip_floor:
         floor(args.database_url, args.clients, args.warmup)
         rates["floor (in-process LangGraph)"] = report(
-            "floor: LangGraph + PostgresSaver in-process", floor(args.database_url, args.clients, args.cycles)
+            "floor: LangGraph + PostgresSaver in-process",
+            floor(args.database_url, args.clients, args.cycles),
         )
     print("\ncycles/s")
     scale = max(rates.values()) if rates else 1

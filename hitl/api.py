@@ -266,7 +266,9 @@ def thread_detail(request, thread_id: uuid.UUID):
 
 
 @api.get("/threads/{thread_id}/wait", response={200: dict, 400: Error, 404: Error})
-async def thread_wait(request, thread_id: uuid.UUID, status: str = "interrupted,done,error,idle", timeout: float = 30):
+async def thread_wait(
+    request, thread_id: uuid.UUID, status: str = "interrupted,done,error,idle", timeout: float = 30
+):
     """Long-poll: answer once the thread reaches one of `status` (comma-separated) or at timeout."""
     statuses = [s for s in status.split(",") if s in Thread.Status.values]
     if not statuses:

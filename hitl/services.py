@@ -306,8 +306,7 @@ def _resume_when_answered(*, thread: Thread, row: HumanInterrupt, user) -> Run |
         thread=thread,
         kind=Run.Kind.RESUME,
         # The thread's API client keeps hearing about it (hitl/webhooks.py).
-        webhook=Run.objects.filter(pk=row.run_id).values_list("webhook", flat=True).first()
-        or "",
+        webhook=Run.objects.filter(pk=row.run_id).values_list("webhook", flat=True).first() or "",
         input={"resume": resume},
         created_by=user if user is not None and user.is_authenticated else None,
     )

@@ -3,8 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from hitl import ops, views
-from hitl.api import api
 from hitl.agui_endpoint import api as agui_api
+from hitl.api import api
 from hitl.lgapi.api import api as lgapi
 
 urlpatterns = [

@@ -194,7 +194,9 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
     async with ThreadSubscription(thread_id) as sub:
         deadline = time.monotonic() + timeout
         while True:
-            status = await Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+            status = (
+                await Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+            )
             remaining = deadline - time.monotonic()
             if status is None or status in wanted or remaining <= 0:
                 return status

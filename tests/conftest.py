@@ -7,6 +7,7 @@ The suite runs against PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -274,10 +275,8 @@ class Proc:
             os.killpg(self.popen.pid, sig)
             self.popen.wait(timeout=timeout)
         except (subprocess.TimeoutExpired, ProcessLookupError):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.popen.wait(timeout=5)
 
 

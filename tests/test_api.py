@@ -239,7 +239,9 @@ def test_nul_characters_are_refused_before_reaching_postgres(api, manual_runs):
 
 def test_nul_characters_in_an_answer_change_nothing(interrupted, api):
     row = HumanInterrupt.objects.get(thread=interrupted)
-    response = api.post(f"/api/v1/interrupts/{row.pk}/decision", {"type": "response", "args": "x\u0000"})
+    response = api.post(
+        f"/api/v1/interrupts/{row.pk}/decision", {"type": "response", "args": "x\u0000"}
+    )
     assert response.status_code == 400
     row.refresh_from_db()
     assert row.status == HumanInterrupt.Status.PENDING
