@@ -32,14 +32,13 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import StreamingHttpResponse
-from ninja import NinjaAPI, Schema
-from ninja.errors import AuthenticationError
+from ninja import NinjaAPI
 from pydantic import TypeAdapter, ValidationError
 
 from hitl import agui, services
+from hitl.api_errors import ERRORS, Error, install_error_handlers
 from hitl.lgapi import resume as lg_resume
 from hitl.lgapi import services as lg_services
 from hitl.lgapi import state as lg_state
@@ -78,30 +77,7 @@ FORWARDED = {
 EVENT = TypeAdapter(Event)
 
 
-class Error(Schema):
-    detail: str
-
-
-ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error}
-
-
-@api.exception_handler(services.ServiceError)
-def _service_error(request, exc: services.ServiceError):
-    return api.create_response(request, {"detail": exc.message}, status=exc.status_code)
-
-
-@api.exception_handler(RequestDataTooBig)
-def _too_big(request, exc):
-    return api.create_response(request, {"detail": "Request body too large."}, status=413)
-
-
-@api.exception_handler(AuthenticationError)
-def _unauthenticated(request, exc):
-    return api.create_response(
-        request,
-        {"detail": "Authentication required: send an API token (x-api-key: …)."},
-        status=401,
-    )
+install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 
 
 # --- input ------------------------------------------------------------------------

@@ -11,15 +11,15 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import File, NinjaAPI, Schema, Status, UploadedFile
-from ninja.errors import AuthenticationError, ValidationError
+from ninja.errors import ValidationError
 from ninja.security import APIKeyHeader, HttpBearer, SessionAuth
 
 from hitl import files, services
+from hitl.api_errors import Error, install_error_handlers
 from hitl.artifacts import artifact_json
 from hitl.models import ApiToken, HumanInterrupt, Run, Thread
 from hitl.registry import registry
@@ -84,14 +84,7 @@ api = NinjaAPI(
 )
 
 
-@api.exception_handler(services.ServiceError)
-def _service_error(request, exc: services.ServiceError):
-    return api.create_response(request, {"detail": exc.message}, status=exc.status_code)
-
-
-@api.exception_handler(RequestDataTooBig)
-def _too_big(request, exc):
-    return api.create_response(request, {"detail": "Request body too large."}, status=413)
+install_error_handlers(api, auth_hint="send a token (Authorization: Bearer …).")
 
 
 @api.exception_handler(ValidationError)
@@ -116,15 +109,6 @@ def _describe_errors(errors: list[dict[str, Any]]) -> str:
     return "Invalid request: " + "; ".join(parts)
 
 
-@api.exception_handler(AuthenticationError)
-def _unauthenticated(request, exc):
-    return api.create_response(
-        request,
-        {"detail": "Authentication required: send a token (Authorization: Bearer …)."},
-        status=401,
-    )
-
-
 # --- schemas --------------------------------------------------------------------
 
 
@@ -143,10 +127,6 @@ class StartRunIn(Schema):
 class DecisionIn(Schema):
     type: str
     args: Any = None
-
-
-class Error(Schema):
-    detail: str
 
 
 # --- serialization --------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+from agents.tools.clarification import CLARIFICATION_TYPES
 from hitl.models import HumanInterrupt
 from hitl.registry import registry
 from hitl.rendering import (
@@ -21,7 +22,7 @@ from hitl.rendering import (
     ArgField,
     arg_fields,
 )
-from hitl.ui_selectors import CLARIFICATION_TYPES, TABS, InboxQuery
+from hitl.ui_selectors import TABS, InboxQuery
 
 
 class StartThreadForm(forms.Form):

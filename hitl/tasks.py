@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -19,6 +18,7 @@ from langgraph.types import Command
 from agents.checkpoint import get_checkpointer
 from agents.paths import FILES_KEY
 from hitl import agui, artifacts, events, logcontext, services
+from hitl.agui import jsonable
 from hitl.files import thread_files
 from hitl.models import Run
 from hitl.registry import registry
@@ -34,20 +34,6 @@ def worker_id() -> str:
 
 def checkpointer() -> Any:
     return get_checkpointer(settings.HITL_CHECKPOINT_URL, settings.HITL_CHECKPOINT_POOL_SIZE)
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
-    return str(value)
-
-
-def jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=_json_default))
 
 
 def _schema_json(schema: Any) -> dict[str, Any] | None:

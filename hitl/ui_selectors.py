@@ -24,13 +24,6 @@ PAGE_SIZE = 25
 INTERRUPT_TAB = "pending"
 THREAD_TABS = ("all", "idle", "busy", "interrupted", "error", "done")
 TABS = (INTERRUPT_TAB, *THREAD_TABS)
-CLARIFICATION_TYPES = (
-    "missing_info",
-    "ambiguous_requirement",
-    "approach_choice",
-    "risk_confirmation",
-    "suggestion",
-)
 
 
 # --- inbox -----------------------------------------------------------------------------

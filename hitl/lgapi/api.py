@@ -18,14 +18,13 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Field, NinjaAPI, Query, Schema
-from ninja.errors import AuthenticationError
 from ninja.security import SessionAuth
 
 from hitl import services
 from hitl.api import TokenBearer, TokenHeader
+from hitl.api_errors import ERRORS, Error, install_error_handlers
 from hitl.lgapi import serializers, state
 from hitl.lgapi import services as lg_services
 from hitl.lgapi.resume import check_storable
@@ -61,30 +60,7 @@ api = NinjaAPI(
 )
 
 
-class Error(Schema):
-    detail: str
-
-
-ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error}
-
-
-@api.exception_handler(services.ServiceError)
-def _service_error(request, exc: services.ServiceError):
-    return api.create_response(request, {"detail": exc.message}, status=exc.status_code)
-
-
-@api.exception_handler(RequestDataTooBig)
-def _too_big(request, exc):
-    return api.create_response(request, {"detail": "Request body too large."}, status=413)
-
-
-@api.exception_handler(AuthenticationError)
-def _unauthenticated(request, exc):
-    return api.create_response(
-        request,
-        {"detail": "Authentication required: send an API token (x-api-key: …)."},
-        status=401,
-    )
+install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 
 
 def _wait_seconds(requested: float | None = None) -> float:
