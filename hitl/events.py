@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import threading
+import uuid
 from typing import Any, Literal, NotRequired, TypedDict
 
 from channels.layers import get_channel_layer
@@ -19,6 +20,11 @@ log = logging.getLogger(__name__)
 
 def thread_group(thread_id: Any) -> str:
     return f"thread.{thread_id}"
+
+
+def thread_status_group(thread_id: Any) -> str:
+    """Only `thread.changed` messages: for waiters that need no streamed events."""
+    return f"thread-status.{thread_id}"
 
 
 def inbox_group(group_id: int | None) -> str:
@@ -197,7 +203,8 @@ def publish_thread_changed(*, thread_id: Any, status: str, requester_id: int | N
         "status": status,
         "requester_id": requester_id,
     }
-    groups = [thread_group(thread_id), INBOX_ALL]
+    groups = [thread_group(thread_id), thread_status_group(thread_id), INBOX_ALL]
     if requester_id is not None:
         groups.append(user_group(requester_id))
-    publish(groups, dict(message))
+    # A receiver in both thread groups gets two copies; the id lets it drop one.
+    publish(groups, {**message, "eid": uuid.uuid4().hex})

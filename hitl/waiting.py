@@ -10,6 +10,7 @@ a message the channel layer dropped (capacity, expiry) only delays it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -40,7 +41,9 @@ class _Hub:
     def __init__(self, layer) -> None:
         self.layer = layer
         self.channel = ""
+        # Waiting queues by channel-layer group (a thread's full or status-only group).
         self.waiters: dict[str, set[asyncio.Queue]] = {}
+        self.seen: collections.deque[str] = collections.deque(maxlen=512)
         self.stopping = False
         self.task: asyncio.Task | None = None
         self.ready = asyncio.Event()
@@ -60,23 +63,35 @@ class _Hub:
                 continue
             if message.get("type") == self.STOP:
                 return
-            for queue in list(self.waiters.get(str(message.get("thread_id")), ())):
-                queue.put_nowait(message)
+            self._dispatch(message)
 
-    async def add(self, thread_id: str, queue: asyncio.Queue) -> None:
-        first = thread_id not in self.waiters
-        self.waiters.setdefault(thread_id, set()).add(queue)
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        thread_id = str(message.get("thread_id"))
+        targets = set(self.waiters.get(events.thread_group(thread_id), ()))
+        if message.get("type") == "thread.changed":
+            eid = message.get("eid")
+            if eid is not None:
+                if eid in self.seen:
+                    return  # the second copy, via the other thread group
+                self.seen.append(eid)
+            targets |= self.waiters.get(events.thread_status_group(thread_id), set())
+        for queue in targets:
+            queue.put_nowait(message)
+
+    async def add(self, group: str, queue: asyncio.Queue) -> None:
+        first = group not in self.waiters
+        self.waiters.setdefault(group, set()).add(queue)
         if first:
-            await self.layer.group_add(events.thread_group(thread_id), self.channel)
+            await self.layer.group_add(group, self.channel)
 
-    async def remove(self, thread_id: str, queue: asyncio.Queue) -> None:
-        queues = self.waiters.get(thread_id)
+    async def remove(self, group: str, queue: asyncio.Queue) -> None:
+        queues = self.waiters.get(group)
         if queues is None:
             return
         queues.discard(queue)
         if not queues:
-            del self.waiters[thread_id]
-            await self.layer.group_discard(events.thread_group(thread_id), self.channel)
+            del self.waiters[group]
+            await self.layer.group_discard(group, self.channel)
         # Checked and flagged without an await in between, so no waiter can join a
         # hub that is about to stop (add() only picks hubs that are not stopping).
         if not self.waiters and not self.stopping:
@@ -108,17 +123,22 @@ async def _hub() -> _Hub | None:
 
 
 class ThreadSubscription:
-    """The messages of one thread's channel group, queued for one waiter."""
+    """The messages of one thread's channel group, queued for one waiter.
 
-    def __init__(self, thread_id: Any):
+    `status_only` listens to status changes alone: a waiter that only needs to know
+    when a run ends is not woken by every streamed event of the run.
+    """
+
+    def __init__(self, thread_id: Any, *, status_only: bool = False):
         self.thread_id = str(thread_id)
+        self.group = (events.thread_status_group if status_only else events.thread_group)(thread_id)
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._hub: _Hub | None = None
 
     async def open(self) -> ThreadSubscription:
         hub = await _hub()
         if hub is not None:  # without a channel layer, waiters fall back to polling
-            await hub.add(self.thread_id, self.queue)
+            await hub.add(self.group, self.queue)
             self._hub = hub
         return self
 
@@ -133,7 +153,7 @@ class ThreadSubscription:
         hub, self._hub = self._hub, None
         if hub is not None:
             with contextlib.suppress(Exception):
-                await hub.remove(self.thread_id, self.queue)
+                await hub.remove(self.group, self.queue)
 
     async def __aenter__(self) -> ThreadSubscription:
         return await self.open()
@@ -168,7 +188,7 @@ async def wait_for_run(
     if run is None or run.status in TERMINAL:
         return run
     own = subscription is None
-    sub = subscription or await ThreadSubscription(run.thread_id).open()
+    sub = subscription or await ThreadSubscription(run.thread_id, status_only=True).open()
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -191,7 +211,7 @@ async def wait_for_run(
 async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) -> str | None:
     """Return the thread's status once it is one of `statuses`, or its status at timeout."""
     wanted = set(statuses)
-    async with ThreadSubscription(thread_id) as sub:
+    async with ThreadSubscription(thread_id, status_only=True) as sub:
         deadline = time.monotonic() + timeout
         while True:
             status = (

@@ -245,7 +245,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
 
 async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
     thread_id = thread_id or uuid.uuid4()
-    async with ThreadSubscription(thread_id) as sub:
+    async with ThreadSubscription(thread_id, status_only=True) as sub:
         run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
         run = await wait_for_run(run.pk, _wait_seconds(), subscription=sub)
     return await _finished_output(request, run)
