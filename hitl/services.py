@@ -437,17 +437,19 @@ def _expiry_fields(
     return fields
 
 
-def _lock_thread_and_run(run_id: Any) -> tuple[Thread | None, Run | None]:
+def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
     """Lock a run's thread, then the run.
 
     Thread first, like every service that changes a thread (decide, cancel, start):
     with the opposite order a finishing run and a cancel deadlock each other.
     """
-    thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).first()
     if thread_id is None:
-        return None, None
+        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).first()
+        if thread_id is None:
+            return None, None
     thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
-    return thread, Run.objects.select_for_update().filter(pk=run_id).first()
+    run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).first()
+    return thread, run
 
 
 def run_finish(
@@ -456,12 +458,13 @@ def run_finish(
     worker: str,
     interrupts: list[tuple[str, Any, Any]],
     result: Any,
+    thread_id: Any = None,
 ) -> Run | None:
     """Record the end of a run: interrupted (with one row per pending request) or done."""
     now = timezone.now()
     created: list[HumanInterrupt] = []
     with transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id)
+        thread, run = _lock_thread_and_run(run_id, thread_id)
         if (
             thread is None
             or run is None
@@ -470,6 +473,13 @@ def run_finish(
         ):
             return None  # cancelled, or another worker took over: its outcome counts
         groups: dict[str, Any] = {}
+        # A redelivered run finds the rows it made before: no duplicates. The thread
+        # lock serializes attempts, so reading then inserting cannot race.
+        existing = set(
+            HumanInterrupt.objects.filter(
+                thread=thread, interrupt_id__in=[i for i, _, _ in interrupts]
+            ).values_list("interrupt_id", "position")
+        )
         for interrupt_id, value, schema in interrupts:
             kind, requests = contract.requests_for(value, schema)
             for request in requests:
@@ -491,15 +501,16 @@ def run_finish(
                 defaults.update(
                     _expiry_fields(value, request, defaults["reviewer_group"], now, groups)
                 )
-                # A redelivered run finds the rows it made before: no duplicates.
-                row, was_created = HumanInterrupt.objects.get_or_create(
-                    thread=thread,
-                    interrupt_id=interrupt_id,
-                    position=request.position,
-                    defaults=defaults,
-                )
-                if was_created:
-                    created.append(row)
+                if (interrupt_id, request.position) not in existing:
+                    created.append(
+                        HumanInterrupt(
+                            thread=thread,
+                            interrupt_id=interrupt_id,
+                            position=request.position,
+                            **defaults,
+                        )
+                    )
+        HumanInterrupt.objects.bulk_create(created)
         run.status = Run.Status.INTERRUPTED if interrupts else Run.Status.SUCCESS
         run.result = result
         run.finished_at = now

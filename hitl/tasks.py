@@ -135,7 +135,7 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         # Before run_finish: once the thread shows the pause or the end, its files are there.
         artifacts.run_outputs_record(run_id=run.pk, values=jsonable(state.values))
         finished = services.run_finish(
-            run_id=run.pk, worker=worker, interrupts=interrupts, result=result
+            run_id=run.pk, worker=worker, interrupts=interrupts, result=result, thread_id=thread.pk
         )
         if finished is None:
             return "cancelled", 0.0
