@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,29 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-
-def percentile(values: list[float], pct: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise SystemExit(f"nothing listens on {port}")
+from bench.common import (  # noqa: E402
+    ensure_database,
+    free_port,
+    percentile,
+    stop_processes,
+    wait_port,
+)
 
 
 def bar(label: str, value: float, scale: float, width: int = 40) -> str:
@@ -65,14 +46,9 @@ def bar(label: str, value: float, scale: float, width: int = 40) -> str:
 
 def prepare(database_url: str, redis_url: str) -> str:
     """Migrate the bench database, flush the bench Redis db, return an API token."""
-    import psycopg
     import redis
 
-    base, _, name = database_url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        exists = conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'create database "{name}"')
+    ensure_database(database_url)
     redis.Redis.from_url(redis_url).flushdb()
     env = stack_env(database_url, redis_url)
     subprocess.run(
@@ -168,14 +144,7 @@ class Stack:
             wait_port(port)
 
     def stop(self) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_processes(self.procs)
 
 
 # --- clients -------------------------------------------------------------------------
