@@ -43,11 +43,10 @@ from hitl.lgapi import resume as lg_resume
 from hitl.lgapi import services as lg_services
 from hitl.lgapi import state as lg_state
 from hitl.lgapi.api import AUTH
-from hitl.lgapi.streaming import DRAIN_SECONDS
 from hitl.models import HumanInterrupt, Run, Thread
 from hitl.registry import registry
 from hitl.selectors import user_can_view_thread
-from hitl.waiting import TERMINAL, ThreadSubscription, fetch_run
+from hitl.waiting import ThreadSubscription, fetch_run, run_events_of
 
 log = logging.getLogger(__name__)
 
@@ -269,31 +268,9 @@ async def _events(sub: ThreadSubscription, run: Run, body: RunAgentInput, timeou
                 metadata={"hitlThreadId": str(run.thread_id), "hitlRunId": run_id},
             )
         )
-        current = await fetch_run(run_id)
-        started = current is not None and current.status != Run.Status.QUEUED
-        deadline = time.monotonic() + timeout
-        ended_at: float | None = None
-        while time.monotonic() < deadline:
-            if current is None or current.status in TERMINAL:
-                # A cancelled run sends no RUN_FINISHED; others do, right after.
-                ended_at = ended_at or time.monotonic()
-                drained = time.monotonic() - ended_at > DRAIN_SECONDS
-                if drained or not started or current is None or current.status == "cancelled":
-                    break
-            message = await sub.get(min(1.0, max(deadline - time.monotonic(), 0)))
-            if message is None or message.get("type") == "thread.changed":
-                current = await fetch_run(run_id)
-                continue
-            event = message.get("event") or {}
-            kind = event.get("type")
-            if kind == "RUN_STARTED":
-                started = started or event.get("runId") == run_id
-                continue
-            if kind in ("RUN_FINISHED", "RUN_ERROR"):
-                if started and (kind == "RUN_ERROR" or event.get("runId") == run_id):
-                    break
-                continue
-            if not started or kind not in FORWARDED:
+        async for event in run_events_of(sub, run_id, timeout):
+            kind = (event or {}).get("type")
+            if kind not in FORWARDED:
                 continue
             try:
                 parsed = EVENT.validate_python(event)

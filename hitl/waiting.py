@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -25,6 +26,8 @@ from hitl.models import Run, Thread
 log = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 5.0
+# After a run ends, how long its last events (sent right after) may still arrive.
+DRAIN_SECONDS = 2.0
 TERMINAL = frozenset(Run.TERMINAL)
 
 
@@ -225,3 +228,45 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
                 message = await sub.get(left)
                 if message is None or message.get("type") == "thread.changed":
                     break
+
+
+async def run_events_of(
+    sub: ThreadSubscription, run_id: Any, timeout: float
+) -> AsyncIterator[dict[str, Any] | None]:
+    """The AG-UI events of one run, in order, until it ends (or `timeout`).
+
+    Yields None about once a second while nothing arrives, so a caller can send
+    keepalives. RUN_STARTED/RUN_FINISHED/RUN_ERROR are consumed here: they decide
+    which events belong to this run and when the stream is over.
+    """
+    run_id = str(run_id)
+    current = await fetch_run(run_id)
+    # Joining a run that already started: its RUN_STARTED went by before we listened.
+    started = current is not None and current.status != Run.Status.QUEUED
+    deadline = time.monotonic() + timeout
+    ended_at: float | None = None
+    while time.monotonic() < deadline:
+        if current is None or current.status in TERMINAL:
+            # A cancelled run sends no RUN_FINISHED; others do, right after.
+            ended_at = ended_at or time.monotonic()
+            drained = time.monotonic() - ended_at > DRAIN_SECONDS
+            if drained or not started or current is None or current.status == "cancelled":
+                return
+        message = await sub.get(min(1.0, max(deadline - time.monotonic(), 0)))
+        if message is None or message.get("type") == "thread.changed":
+            current = await fetch_run(run_id)
+            if message is None:
+                yield None
+            continue
+        event = message.get("event") or {}
+        kind = event.get("type")
+        if kind == "RUN_STARTED":
+            started = started or event.get("runId") == run_id
+            continue
+        if not started:
+            continue
+        if kind in ("RUN_FINISHED", "RUN_ERROR"):
+            if kind == "RUN_ERROR" or event.get("runId") == run_id:
+                return
+            continue
+        yield event

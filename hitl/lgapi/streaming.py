@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async
 from hitl.agui import RAW_SOURCE
 from hitl.lgapi import serializers, state
 from hitl.models import Run
-from hitl.waiting import TERMINAL, ThreadSubscription, fetch_run
+from hitl.waiting import TERMINAL, ThreadSubscription, fetch_run, run_events_of
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,6 @@ STREAM_MODES = (
 )
 KEEPALIVE_SECONDS = 15.0
 # After the database says the run ended, how long to wait for its last events.
-DRAIN_SECONDS = 2.0
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
@@ -127,42 +126,17 @@ async def run_events(
     translate = _Translator(run_id, modes)
     try:
         yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
-        current = await fetch_run(run_id)
-        # Joining a run that already started: its RUN_STARTED went by before we listened.
-        started = current is not None and current.status != Run.Status.QUEUED
         if "events" in modes:
+            current = await fetch_run(run_id)
             yield translate._event("on_chain_start", current.thread.graph if current else "", {})
-        deadline = time.monotonic() + timeout
-        ended_at: float | None = None
         last_sent = time.monotonic()
-        while time.monotonic() < deadline:
-            if current is None or current.status in TERMINAL:
-                ended_at = ended_at or time.monotonic()
-                # A cancelled run sends no RUN_FINISHED; others do, right after.
-                drained = time.monotonic() - ended_at > DRAIN_SECONDS
-                if drained or not started or current is None or current.status == "cancelled":
-                    break
-            message = await sub.get(min(1.0, max(deadline - time.monotonic(), 0)))
-            if message is None:
-                current = await fetch_run(run_id)
+        async for event in run_events_of(sub, run_id, timeout):
+            if event is None:
                 if time.monotonic() - last_sent > KEEPALIVE_SECONDS:
                     last_sent = time.monotonic()
                     yield b": keepalive\n\n"
                 continue
-            if message.get("type") == "thread.changed":
-                current = await fetch_run(run_id)
-                continue
-            event = message.get("event") or {}
             kind = event.get("type")
-            if kind == "RUN_STARTED":
-                started = started or event.get("runId") == run_id
-                continue
-            if not started:
-                continue
-            if kind in ("RUN_FINISHED", "RUN_ERROR"):
-                if kind == "RUN_ERROR" or event.get("runId") == run_id:
-                    break
-                continue
             parts: list[bytes] = []
             if kind == "STATE_SNAPSHOT":
                 parts = translate.values(event.get("snapshot"))
