@@ -70,6 +70,20 @@ class StreamMessage(TypedDict):
     event: dict[str, Any]
 
 
+def _interrupt_message(message: dict[str, Any]) -> InterruptMessage:
+    """What a socket receives of a published interrupt change (before its HTML)."""
+    out: InterruptMessage = {
+        "type": "interrupt.changed",
+        "thread_id": message["thread_id"],
+        "interrupt_id": message["interrupt_id"],
+        "status": message["status"],
+        "reviewer_group_id": message.get("reviewer_group_id"),
+    }
+    if message.get("responded_by"):
+        out["responded_by"] = message["responded_by"]
+    return out
+
+
 # --- who is on the other end ----------------------------------------------------------
 
 
@@ -338,15 +352,7 @@ class InboxConsumer(_LiveConsumer):
         group_id = message.get("reviewer_group_id")
         if not (principal.review_all or (group_id is not None and group_id in principal.group_ids)):
             return
-        out: InterruptMessage = {
-            "type": "interrupt.changed",
-            "thread_id": message["thread_id"],
-            "interrupt_id": message["interrupt_id"],
-            "status": message["status"],
-            "reviewer_group_id": group_id,
-        }
-        if message.get("responded_by"):
-            out["responded_by"] = message["responded_by"]
+        out = _interrupt_message(message)
         if message["status"] == "pending":
             rendered = message if message.get("html") else None
             if rendered is None:  # the publisher could not render it: do it here, once
@@ -446,15 +452,7 @@ class ThreadConsumer(_LiveConsumer):
         if principal is None:
             return
         group_id = message.get("reviewer_group_id")
-        out: InterruptMessage = {
-            "type": "interrupt.changed",
-            "thread_id": message["thread_id"],
-            "interrupt_id": message["interrupt_id"],
-            "status": message["status"],
-            "reviewer_group_id": group_id,
-        }
-        if message.get("responded_by"):
-            out["responded_by"] = message["responded_by"]
+        out = _interrupt_message(message)
         if message["status"] == "pending":
             can_answer = principal.review_all or (
                 group_id is not None and group_id in principal.group_ids

@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -56,6 +57,18 @@ def expire_due_interrupts(*, now: datetime | None = None, limit: int = SWEEP_BAT
     return done
 
 
+def _count_done(pks: list[Any], action: Callable[[Any], Any], what: str) -> int:
+    """Apply `action` to each run id; one failure is logged and does not stop the sweep."""
+    done = 0
+    for pk in pks:
+        try:
+            if action(pk):
+                done += 1
+        except Exception:
+            log.exception("could not %s run %s", what, pk)
+    return done
+
+
 def reap_runs(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> dict[str, int]:
     """Requeue running runs whose lease expired; re-send queued runs the broker lost."""
     now = now or timezone.now()
@@ -64,13 +77,9 @@ def reap_runs(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> dict[
         .order_by("lease_expires_at")
         .values_list("pk", flat=True)[:limit]
     )
-    requeued = 0
-    for pk in expired:
-        try:
-            if ops_services.run_requeue(run_id=pk, now=now):
-                requeued += 1
-        except Exception:
-            log.exception("could not requeue run %s", pk)
+    requeued = _count_done(
+        expired, lambda pk: ops_services.run_requeue(run_id=pk, now=now), "requeue"
+    )
 
     if not _broker_reachable():
         # Each failed send blocks for seconds; try again on the next sweep instead.
@@ -89,13 +98,11 @@ def reap_runs(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> dict[
         .order_by("created_at")
         .values_list("pk", flat=True)[:limit]
     )
-    resent = 0
-    for pk in stale:
-        try:
-            if ops_services.run_redispatch(run_id=pk, stale_before=stale_before):
-                resent += 1
-        except Exception:
-            log.exception("could not re-send run %s", pk)
+    resent = _count_done(
+        stale,
+        lambda pk: ops_services.run_redispatch(run_id=pk, stale_before=stale_before),
+        "re-send",
+    )
     return {"requeued": requeued, "resent": resent}
 
 
