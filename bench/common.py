@@ -7,7 +7,11 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -52,3 +56,65 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+class Stack:
+    """Daphne web processes and Celery workers of the app, started for a benchmark."""
+
+    def __init__(
+        self,
+        *,
+        env: dict[str, str],
+        log: Path,
+        web: int = 1,
+        workers: int = 1,
+        concurrency: int = 2,
+        pool: str = "prefork",
+        name: str = "bench",
+    ):
+        bin_dir = Path(sys.executable).parent
+        out = log.open("wb")  # kept open for the children
+        self.procs: list[subprocess.Popen] = []
+        self.ports = [free_port() for _ in range(web)]
+        commands = [
+            [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"]
+            for port in self.ports
+        ]
+        commands += [
+            [
+                str(bin_dir / "celery"),
+                "-A",
+                "hitl",
+                "worker",
+                "-Q",
+                "runs,default",
+                "-c",
+                str(concurrency),
+                "--pool",
+                pool,
+                "-n",
+                f"{name}{i}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "WARNING",
+            ]  # fmt: skip
+            for i in range(workers)
+        ]
+        for command in commands:
+            self.procs.append(
+                subprocess.Popen(
+                    command,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        for port in self.ports:
+            wait_port(port)
+
+    def stop(self) -> None:
+        stop_processes(self.procs)

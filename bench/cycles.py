@@ -28,11 +28,9 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    Stack,
     ensure_database,
-    free_port,
     percentile,
-    stop_processes,
-    wait_port,
 )
 
 
@@ -84,67 +82,6 @@ def stack_env(database_url: str, redis_url: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="hitl.settings",
     )
     return env
-
-
-class Stack:
-    def __init__(self, args, env: dict[str, str]):
-        self.procs: list[subprocess.Popen] = []
-        self.ports: list[int] = []
-        log = open(ROOT / "var" / "bench-stack.log", "wb")  # noqa: SIM115 - kept open for the children
-        for _ in range(args.web):
-            port = free_port()
-            self.ports.append(port)
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        str(BIN / "daphne"),
-                        "-b",
-                        "127.0.0.1",
-                        "-p",
-                        str(port),
-                        "hitl.asgi:application",
-                    ],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-        for i in range(args.workers):
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        str(BIN / "celery"),
-                        "-A",
-                        "hitl",
-                        "worker",
-                        "-Q",
-                        "runs,default",
-                        "-c",
-                        str(args.concurrency),
-                        "--pool",
-                        args.pool,
-                        "-n",
-                        f"bench{i}@%h",
-                        "--without-gossip",
-                        "--without-mingle",
-                        "--without-heartbeat",
-                        "-l",
-                        "WARNING",
-                    ],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-        for port in self.ports:
-            wait_port(port)
-
-    def stop(self) -> None:
-        stop_processes(self.procs)
 
 
 # --- clients -------------------------------------------------------------------------
@@ -299,7 +236,14 @@ def main() -> None:
     rates = {}
     if not args.skip_stack:
         token = prepare(args.database_url, args.redis_url)
-        stack = Stack(args, stack_env(args.database_url, args.redis_url))
+        stack = Stack(
+            env=stack_env(args.database_url, args.redis_url),
+            log=ROOT / "var" / "bench-stack.log",
+            web=args.web,
+            workers=args.workers,
+            concurrency=args.concurrency,
+            pool=args.pool,
+        )
         print(
             f"stack: {args.web} daphne, {args.workers} worker(s) x {args.concurrency} ({args.pool})"
         )

@@ -29,11 +29,9 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    Stack,
     ensure_database,
-    free_port,
     percentile,
-    stop_processes,
-    wait_port,
 )
 
 
@@ -90,63 +88,6 @@ def make_reviewers(count: int) -> list[str]:
         session.create()
         cookies.append(f"{settings.SESSION_COOKIE_NAME}={session.session_key}")
     return cookies
-
-
-class Stack:
-    def __init__(self, args):
-        env = stack_env(args)
-        log = open(ROOT / "var" / "bench-push.log", "wb")  # noqa: SIM115 - kept open for children
-        self.procs: list[subprocess.Popen] = []
-        self.ports = [free_port() for _ in range(args.web)]
-        for port in self.ports:
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        str(BIN / "daphne"),
-                        "-b",
-                        "127.0.0.1",
-                        "-p",
-                        str(port),
-                        "hitl.asgi:application",
-                    ],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-        self.procs.append(
-            subprocess.Popen(
-                [
-                    str(BIN / "celery"),
-                    "-A",
-                    "hitl",
-                    "worker",
-                    "-Q",
-                    "runs,default",
-                    "-c",
-                    str(args.concurrency),
-                    "-n",
-                    "bench-push@%h",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "-l",
-                    "WARNING",
-                ],  # fmt: skip
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-        for port in self.ports:
-            wait_port(port)
-
-    def stop(self) -> None:
-        stop_processes(self.procs)
 
 
 async def client(url: str, cookie: str, origin: str, ready: asyncio.Event, received: list, counts):
@@ -314,7 +255,13 @@ def main() -> None:
         f"push latency: {args.clients} reviewer sockets, {args.interrupts} interrupts, "
         f"{args.web} daphne + 1 Celery worker (-c {args.concurrency}), channel layer {args.layer}"
     )
-    stack = Stack(args)
+    stack = Stack(
+        env=stack_env(args),
+        log=ROOT / "var" / "bench-push.log",
+        web=args.web,
+        concurrency=args.concurrency,
+        name="bench-push",
+    )
     try:
         asyncio.run(measure(args, cookies, stack.ports))
     finally:
