@@ -47,7 +47,7 @@ def fill(threads: int, pending: int, seed: int = 7) -> None:
     from django.contrib.auth.models import Group
     from django.db import connection, transaction
 
-    from hitl.models import HumanInterrupt, Run, Thread
+    from hitl.core.models import HumanInterrupt, Run, Thread
 
     rng = random.Random(seed)
     groups = [Group.objects.get_or_create(name=n)[0] for n in GROUPS]
@@ -143,7 +143,7 @@ def users():
 
 def middle_cursor(user, tab: str) -> str:
     """The cursor a reviewer paging from the top would hold halfway down the list."""
-    from hitl.ui_selectors import (
+    from hitl.review.selectors import (
         InboxQuery,
         encode_cursor,
         pending_interrupts_for,
@@ -204,7 +204,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    from hitl.models import HumanInterrupt, Thread
+    from hitl.core.models import HumanInterrupt, Thread
 
     settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
     call_command("migrate", verbosity=0)

@@ -67,7 +67,7 @@ def make_reviewers(count: int) -> list[str]:
     from django.contrib.auth.hashers import make_password
     from django.contrib.sessions.backends.db import SessionStore
 
-    from hitl.selectors import default_reviewer_group
+    from hitl.core.selectors import default_reviewer_group
 
     User = get_user_model()
     group = default_reviewer_group()
@@ -117,7 +117,7 @@ def start_runs(count: int, interval: float) -> list[str]:
     """Start `count` runs one by one; the worker turns each into a pending interrupt."""
     from django.contrib.auth import get_user_model
 
-    from hitl import services
+    from hitl.core import services
 
     starter = get_user_model().objects.get_or_create(username="bench-requester")[0]
     runs = []
@@ -133,7 +133,7 @@ def start_runs(count: int, interval: float) -> list[str]:
 async def measure(args, cookies: list[str], ports: list[int]) -> None:
     from asgiref.sync import sync_to_async
 
-    from hitl.models import HumanInterrupt
+    from hitl.core.models import HumanInterrupt
 
     ready = asyncio.Event()
     received: list[tuple[str, float]] = []
@@ -149,8 +149,8 @@ async def measure(args, cookies: list[str], ports: list[int]) -> None:
     # worker -> channel layer, and channel layer -> daphne -> browser socket.
     from channels.layers import get_channel_layer
 
-    from hitl import events
-    from hitl.selectors import default_reviewer_group
+    from hitl.core import events
+    from hitl.core.selectors import default_reviewer_group
 
     layer = get_channel_layer()
     channel = await layer.new_channel()

@@ -8,4 +8,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
 app = Celery("hitl")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["hitl"])
+# Task modules are listed in settings.CELERY_IMPORTS.

@@ -38,7 +38,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
-    "hitl",
+    # One app label, "hitl", owns every model and migration; the other rooms are apps
+    # without models, so Django finds their admin, template tags and commands.
+    "hitl.core.apps.CoreConfig",
+    "hitl.review.apps.ReviewConfig",
+    "hitl.ops.apps.OpsConfig",
 ]
 
 MIDDLEWARE = [
@@ -46,7 +50,7 @@ MIDDLEWARE = [
     "hitl.logcontext.request_context_middleware",
     "django.middleware.security.SecurityMiddleware",
     # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
-    "hitl.lgapi.cors.ApiCorsMiddleware",
+    "hitl.api.langgraph.cors.ApiCorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -193,7 +197,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Processes per worker container; scale out with more workers (`--scale worker=N`).
 CELERY_WORKER_CONCURRENCY = envint("HITL_WORKER_CONCURRENCY", 2)
-CELERY_IMPORTS = ("hitl.maintenance",)
+CELERY_IMPORTS = ("hitl.core.tasks", "hitl.ops.maintenance", "hitl.ops.webhooks")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Periodic maintenance (celery beat): expire overdue interrupts, requeue runs whose
 # lease expired, re-send queued runs whose broker message never arrived.

@@ -2,13 +2,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from hitl import ops, views
-from hitl.agui_endpoint import api as agui_api
-from hitl.api import api
-from hitl.lgapi.api import api as lgapi
+from hitl.api.agui import api as agui_api
+from hitl.api.langgraph.api import api as lgapi
+from hitl.api.v1 import api
+from hitl.ops import views as ops
+from hitl.review import views
 
 urlpatterns = [
-    # Reviewer web app pages (hitl/views.py).
+    # Reviewer web app pages (hitl/review/views.py).
     path("", views.inbox, name="home"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -29,7 +30,7 @@ urlpatterns = [
     path("langgraph/", lgapi.urls),
     path("agui/", agui_api.urls),
     path("admin/", admin.site.urls),
-    # Operations (hitl/ops.py).
+    # Operations (hitl/ops/views.py).
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics, name="metrics"),
     path("analytics/", ops.analytics, name="analytics"),

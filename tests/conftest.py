@@ -125,8 +125,8 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
 def manual_runs(settings, request, monkeypatch):
     """Runs are not dispatched; the test executes them with `execute`."""
     settings.HITL_EXECUTOR = "manual"
-    from hitl import tasks
-    from hitl.tasks import execute_run
+    from hitl.core import tasks
+    from hitl.core.tasks import execute_run
 
     if "transactional_db" not in request.fixturenames:
         # The run's heartbeat thread reads the run row on its own connection, which
@@ -220,7 +220,7 @@ class ApiClient:
         self.client = Client()
         self.headers: dict[str, str] = {}
         if user is not None:
-            from hitl.models import ApiToken
+            from hitl.core.models import ApiToken
 
             _, key = ApiToken.issue(user=user, name="test")
             self.headers["HTTP_AUTHORIZATION"] = f"Bearer {key}"

@@ -32,7 +32,7 @@ WORKER_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
 def register_in_process(monkeypatch) -> None:
     """Add the test graphs to this process's registry (built from settings at import)."""
-    from hitl.registry import registry
+    from hitl.core.registry import registry
 
     for name, target in TARGETS.items():
         monkeypatch.setitem(registry.targets, name, target)

@@ -28,7 +28,7 @@ OPS_ENV = {
 @pytest.fixture
 def ops_graphs(monkeypatch):
     """Register the test graphs in this process's registry."""
-    from hitl.registry import registry
+    from hitl.core.registry import registry
 
     for name, target in TARGETS.items():
         monkeypatch.setitem(registry.targets, name, target)

@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from hitl import services
-from hitl.models import AuditEvent, HumanInterrupt, Run, Thread
+from hitl.core import services
+from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 Kind = AuditEvent.Kind
 pytestmark = pytest.mark.usefixtures("ops_graphs")

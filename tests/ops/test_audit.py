@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.template.loader import render_to_string
 
-from hitl import services
-from hitl.audit import audit_for_thread, audit_record
-from hitl.models import AppendOnly, AuditEvent, HumanInterrupt, Run, Thread
+from hitl.core import services
+from hitl.core.audit import audit_for_thread, audit_record
+from hitl.core.models import AppendOnly, AuditEvent, HumanInterrupt, Run, Thread
 
 Kind = AuditEvent.Kind
 

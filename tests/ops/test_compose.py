@@ -21,7 +21,7 @@ import pytest
 import yaml
 from django.conf import settings
 
-from hitl.models import ApiToken, HumanInterrupt
+from hitl.core.models import ApiToken, HumanInterrupt
 from tests.conftest import BIN, ROOT, Proc, free_port, spawn, wait_for
 
 pytestmark = pytest.mark.postgres

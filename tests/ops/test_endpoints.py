@@ -10,8 +10,8 @@ from django.contrib.auth.models import Group
 from django.db.models import F
 from prometheus_client.parser import text_string_to_metric_families
 
-from hitl import services
-from hitl.models import HumanInterrupt, Run
+from hitl.core import services
+from hitl.core.models import HumanInterrupt, Run
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.usefixtures("ops_graphs")

@@ -9,9 +9,10 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from hitl import events, ops_services, services
-from hitl.maintenance import expire_due_interrupts
-from hitl.models import AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run
+from hitl.core import events, services
+from hitl.core.models import AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run
+from hitl.ops import services as ops_services
+from hitl.ops.maintenance import expire_due_interrupts
 
 Kind = AuditEvent.Kind
 

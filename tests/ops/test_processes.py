@@ -15,9 +15,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from hitl import events, services
-from hitl.models import ApiToken, AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
-from hitl.tasks import run_execute
+from hitl.core import events, services
+from hitl.core.models import ApiToken, AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
+from hitl.core.tasks import run_execute
 from tests.conftest import wait_for
 from tests.ops.conftest import OPS_ENV
 

@@ -1,0 +1,596 @@
+"""A LangGraph Server API subset, so langgraph_sdk and the Agent Inbox work unchanged.
+
+Mounted at /langgraph/ (point `get_client(url=".../langgraph", api_key=token)` at it).
+Assistants are the registered graphs; threads and runs are our Thread and Run rows;
+`interrupts` are the pending HumanInterrupt rows; state and history come from the
+checkpointer. Runs execute on the workers like any other run; `wait`, `join` and
+`stream` follow them through the thread's channel group.
+
+Auth: the same per-user API tokens as /api/v1 (`x-api-key`, as langgraph_sdk sends
+it, or `Authorization: Bearer`), or the browser session; the same permissions as
+the UI. Errors are JSON {"detail": "..."} with a 4xx status.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from ninja import Field, NinjaAPI, Query, Schema
+from ninja.security import SessionAuth
+
+from hitl.api.errors import ERRORS, Error, install_error_handlers
+from hitl.api.langgraph import serializers, state
+from hitl.api.langgraph import services as lg_services
+from hitl.api.langgraph.resume import check_storable
+from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.api.v1 import TokenBearer, TokenHeader
+from hitl.core import services
+from hitl.core.models import Run, Thread
+from hitl.core.registry import registry
+from hitl.core.selectors import thread_list_for_user, user_can_view_thread
+from hitl.core.waiting import ThreadSubscription, wait_for_run
+
+
+class SessionWithoutToken(SessionAuth):
+    """The browser session (CSRF-checked), only for requests that carry no token.
+
+    So a wrong token is a 401, not a CSRF failure of the session fallback.
+    """
+
+    def __call__(self, request):
+        if request.headers.get("x-api-key") or request.headers.get("authorization"):
+            return None
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+            return None
+        return super().__call__(request)
+
+
+AUTH = [TokenHeader(), TokenBearer(), SessionWithoutToken()]
+
+api = NinjaAPI(
+    title="HITL LangGraph-compatible API",
+    version="1",
+    description=__doc__,
+    urls_namespace="langgraph-api",
+    auth=AUTH,
+)
+
+
+install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
+
+
+def _wait_seconds(requested: float | None = None) -> float:
+    limit = settings.HITL_API_WAIT_SECONDS
+    return limit if requested is None else max(0.0, min(requested, limit))
+
+
+# --- schemas --------------------------------------------------------------------
+
+SortOrder = Literal["asc", "desc"]
+MAX_OFFSET = 1_000_000_000  # beyond it SQL OFFSET arithmetic would overflow
+StreamModes = list[Literal[STREAM_MODES]] | Literal[STREAM_MODES] | None  # type: ignore[valid-type]
+
+
+class AssistantSearchIn(Schema):
+    graph_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
+    sort_order: SortOrder | None = None
+
+
+class ThreadCreateIn(Schema):
+    thread_id: uuid.UUID | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    graph_id: str | None = None
+
+
+class ThreadPatchIn(Schema):
+    metadata: dict[str, Any] = {}
+
+
+class ThreadSearchIn(Schema):
+    ids: list[uuid.UUID] | None = Field(None, max_length=1000)
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_order: SortOrder | None = None
+
+
+class ThreadCountIn(Schema):
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+class CheckpointIn(Schema):
+    checkpoint_id: str | None = None
+    checkpoint_ns: str = ""
+
+
+class StateCheckpointIn(Schema):
+    checkpoint: CheckpointIn
+    subgraphs: bool = False
+
+
+class StateUpdateIn(Schema):
+    values: Any = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+    checkpoint: CheckpointIn | None = None
+
+
+class HistoryIn(Schema):
+    limit: int = Field(10, ge=1, le=1000)
+    before: str | CheckpointIn | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: CheckpointIn | None = None
+
+
+class CommandIn(Schema):
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+
+class RunCreateIn(Schema):
+    assistant_id: str
+    input: Any = None
+    command: CommandIn | None = None
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    webhook: str | None = Field(None, max_length=500)
+    stream_mode: StreamModes = None
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    multitask_strategy: Literal["reject"] | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    durability: Literal["sync", "async", "exit"] | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    checkpoint: Any = None
+    checkpoint_id: str | None = None
+    after_seconds: int | None = None
+    feedback_keys: list[str] | None = None
+
+
+# --- helpers --------------------------------------------------------------------
+
+
+def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is None or not user_can_view_thread(request.user, thread):
+        raise services.NotFound(f"Thread {thread_id} not found.")
+    return thread
+
+
+def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> Run:
+    thread = _thread_for(request, thread_id)
+    run = Run.objects.select_related("thread").filter(pk=run_id, thread=thread).first()
+    if run is None:
+        raise services.NotFound(f"Run {run_id} not found.")
+    return run
+
+
+def _create_run(
+    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
+) -> Run:
+    if body.interrupt_before or body.interrupt_after:
+        raise services.Invalid("interrupt_before/interrupt_after are not supported.")
+    if body.checkpoint or body.checkpoint_id:
+        raise services.Invalid("Starting from an earlier checkpoint is not supported.")
+    thread = None
+    new_thread_id = thread_id if stateless else None
+    if not stateless:
+        assert thread_id is not None
+        existing = Thread.objects.filter(pk=thread_id).first()
+        if existing is None and body.if_not_exists == "create":
+            new_thread_id = thread_id
+        else:
+            thread = _thread_for(request, thread_id)
+    command = body.command.dict() if body.command is not None else None
+    return lg_services.run_create(
+        user=request.user,
+        assistant_id=body.assistant_id,
+        thread=thread,
+        new_thread_id=new_thread_id,
+        input=body.input,
+        command=command,
+        metadata=body.metadata,
+        webhook=body.webhook,
+    )
+
+
+def _location(request: HttpRequest, run: Run) -> str:
+    prefix = request.path.split("/threads/")[0].split("/runs")[0].rstrip("/")
+    return f"{prefix}/threads/{run.thread_id}/runs/{run.pk}"
+
+
+async def _stream_response(
+    request, sub: ThreadSubscription, run: Run, stream_mode
+) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(
+        run_events(sub=sub, run=run, stream_mode=stream_mode, timeout=_wait_seconds()),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"
+    response["Content-Location"] = _location(request, run)
+    return response
+
+
+async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless: bool):
+    thread_id = thread_id or uuid.uuid4()
+    # Listen before the run exists: its first events cannot be missed.
+    sub = await ThreadSubscription(thread_id).open()
+    try:
+        run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
+    except BaseException:
+        await sub.close()
+        raise
+    return await _stream_response(request, sub, run, body.stream_mode)
+
+
+async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
+    thread_id = thread_id or uuid.uuid4()
+    async with ThreadSubscription(thread_id, status_only=True) as sub:
+        run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
+        run = await wait_for_run(run.pk, _wait_seconds(), subscription=sub)
+    return await _finished_output(request, run)
+
+
+async def _finished_output(request, run: Run | None):
+    if run is None:
+        raise services.NotFound("The run no longer exists.")
+    if run.status not in Run.TERMINAL:
+        return api.create_response(
+            request,
+            {"detail": f"The run is still {run.status}; join it again later."},
+            status=408,
+        )
+    output = await sync_to_async(serializers.run_output)(run)
+    response = api.create_response(request, output, status=200)
+    response["Content-Location"] = _location(request, run)
+    return response
+
+
+SSE_RESPONSE = {
+    "responses": {
+        "200": {
+            "description": "Server-sent events: metadata, then the requested stream modes.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    }
+}
+
+
+# --- meta -----------------------------------------------------------------------
+
+
+@api.get("/info", auth=None, response=dict, tags=["meta"])
+def info(request):
+    return {
+        "version": "hitl-1",
+        "langgraph_py_version": "1",
+        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "host": {"kind": "hitl"},
+    }
+
+
+@api.get("/ok", auth=None, response=dict, tags=["meta"])
+def ok(request):
+    return {"ok": True}
+
+
+# --- assistants -----------------------------------------------------------------
+
+
+@api.post("/assistants/search", response={200: list[dict], **ERRORS}, tags=["assistants"])
+def assistants_search(request, body: AssistantSearchIn):
+    graphs = registry.names()
+    if body.graph_id:
+        graphs = [g for g in graphs if g == body.graph_id]
+    if body.name:
+        graphs = [g for g in graphs if body.name.lower() in g.lower()]
+    items = [serializers.assistant_json(g) for g in graphs]
+    if body.metadata:
+        items = [a for a in items if body.metadata.items() <= a["metadata"].items()]
+    key = body.sort_by if body.sort_by in ("assistant_id", "graph_id", "name") else "name"
+    items.sort(key=lambda a: a[key], reverse=body.sort_order == "desc")
+    return items[body.offset : body.offset + body.limit]
+
+
+@api.post("/assistants/count", response={200: int, **ERRORS}, tags=["assistants"])
+def assistants_count(request, body: AssistantSearchIn):
+    return len(assistants_search(request, body))
+
+
+@api.get("/assistants/{assistant_id}", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_get(request, assistant_id: str):
+    return serializers.assistant_json(lg_services.graph_for_assistant(assistant_id))
+
+
+def _compiled(assistant_id: str):
+    from hitl.core.tasks import checkpointer
+
+    name = lg_services.graph_for_assistant(assistant_id)
+    try:
+        return registry.get(name, checkpointer())
+    except Exception as exc:  # a registered target that does not import or compile
+        raise services.Conflict(f"Graph {name!r} cannot be loaded: {exc}") from None
+
+
+@api.get("/assistants/{assistant_id}/graph", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_graph(request, assistant_id: str, xray: bool = False):
+    try:
+        return _compiled(assistant_id).get_graph(xray=xray).to_json()
+    except services.ServiceError:
+        raise
+    except Exception as exc:  # a graph LangGraph cannot draw
+        raise services.Conflict(f"The graph cannot be drawn: {exc}") from None
+
+
+@api.get("/assistants/{assistant_id}/schemas", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_schemas(request, assistant_id: str):
+    graph = _compiled(assistant_id)
+    name = lg_services.graph_for_assistant(assistant_id)
+
+    def schema(method: str) -> dict[str, Any] | None:
+        try:
+            return getattr(graph, method)()
+        except Exception:  # a graph whose schema cannot be expressed as JSON Schema
+            return None
+
+    return {
+        "graph_id": name,
+        "input_schema": schema("get_input_jsonschema"),
+        "output_schema": schema("get_output_jsonschema"),
+        "state_schema": schema("get_output_jsonschema"),
+        "config_schema": schema("get_config_jsonschema"),
+        "context_schema": schema("get_context_jsonschema"),
+    }
+
+
+# --- threads --------------------------------------------------------------------
+
+
+@api.post("/threads", response={200: dict, **ERRORS}, tags=["threads"])
+def threads_create(request, body: ThreadCreateIn):
+    metadata = dict(body.metadata or {})
+    if body.graph_id:
+        metadata["graph_id"] = body.graph_id
+    thread = lg_services.thread_create(
+        user=request.user, thread_id=body.thread_id, metadata=metadata, if_exists=body.if_exists
+    )
+    return serializers.thread_json(thread)
+
+
+def _threads_query(request, metadata: dict[str, Any] | None, status: str | None):
+    check_storable(metadata, "metadata")
+    qs = thread_list_for_user(request.user)
+    if status:
+        qs = qs.filter(status__in=serializers.THREAD_STATUS_FILTER[status])
+    for key, value in (metadata or {}).items():
+        if key == "graph_id":
+            qs = qs.filter(graph=value)
+        elif key == "assistant_id":
+            try:
+                qs = qs.filter(graph=lg_services.graph_for_assistant(str(value)))
+            except services.NotFound:
+                qs = qs.none()
+        elif not key.isidentifier():
+            raise services.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
+        else:
+            # A key lookup per entry works on SQLite and Postgres alike.
+            qs = qs.filter(**{f"metadata__{key}": value})
+    return qs
+
+
+@api.post("/threads/search", response={200: list[dict], **ERRORS}, tags=["threads"])
+def threads_search(request, body: ThreadSearchIn):
+    if body.values:
+        raise services.Invalid("Filtering threads by state values is not supported.")
+    qs = _threads_query(request, body.metadata, body.status)
+    if body.ids:
+        qs = qs.filter(pk__in=body.ids)
+    field = {"thread_id": "id"}.get(body.sort_by or "updated_at", body.sort_by or "updated_at")
+    qs = qs.order_by(f"-{field}" if body.sort_order != "asc" else field, "id")
+    page = serializers.with_pending(qs[body.offset : body.offset + body.limit])
+    return [serializers.thread_json(t) for t in page]
+
+
+@api.post("/threads/count", response={200: int, **ERRORS}, tags=["threads"])
+def threads_count(request, body: ThreadCountIn):
+    return _threads_query(request, body.metadata, body.status).count()
+
+
+@api.get("/threads/{thread_id}", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_get(request, thread_id: uuid.UUID):
+    return serializers.thread_json(_thread_for(request, thread_id))
+
+
+@api.patch("/threads/{thread_id}", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_patch(request, thread_id: uuid.UUID, body: ThreadPatchIn):
+    thread = lg_services.thread_update(
+        thread=_thread_for(request, thread_id), user=request.user, metadata=body.metadata
+    )
+    return serializers.thread_json(thread)
+
+
+@api.get("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_state(request, thread_id: uuid.UUID, subgraphs: bool = False):
+    return state.thread_state(_thread_for(request, thread_id))
+
+
+@api.post("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_state_update(request, thread_id: uuid.UUID, body: StateUpdateIn):
+    """Only the Agent Inbox's "mark as resolved" (values null as node __end__) is supported:
+    it withdraws the pending interrupts, like cancelling the thread in the UI."""
+    if body.as_node != "__end__" or body.values not in (None, {}):
+        raise services.Invalid(
+            "Editing thread state is not supported; only values=null with as_node='__end__' "
+            "(mark as resolved), which cancels the pending interrupts."
+        )
+    thread = services.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
+    return {"checkpoint": state.thread_state(thread)["checkpoint"]}
+
+
+@api.post("/threads/{thread_id}/state/checkpoint", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_state_at_post(request, thread_id: uuid.UUID, body: StateCheckpointIn):
+    thread = _thread_for(request, thread_id)
+    return state.thread_state(thread, body.checkpoint.checkpoint_id)
+
+
+@api.get(
+    "/threads/{thread_id}/state/{checkpoint_id}", response={200: dict, **ERRORS}, tags=["threads"]
+)
+def thread_state_at(request, thread_id: uuid.UUID, checkpoint_id: str, subgraphs: bool = False):
+    return state.thread_state(_thread_for(request, thread_id), checkpoint_id)
+
+
+@api.post("/threads/{thread_id}/history", response={200: list[dict], **ERRORS}, tags=["threads"])
+def thread_history(request, thread_id: uuid.UUID, body: HistoryIn):
+    thread = _thread_for(request, thread_id)
+    before = body.before.checkpoint_id if isinstance(body.before, CheckpointIn) else body.before
+    return state.thread_history(
+        thread,
+        limit=body.limit,
+        before=before,
+        metadata=body.metadata,
+        checkpoint_ns=body.checkpoint.checkpoint_ns if body.checkpoint else "",
+    )
+
+
+@api.get("/threads/{thread_id}/history", response={200: list[dict], **ERRORS}, tags=["threads"])
+def thread_history_get(
+    request, thread_id: uuid.UUID, limit: int = Query(10, ge=1, le=1000), before: str | None = None
+):
+    return state.thread_history(_thread_for(request, thread_id), limit=limit, before=before)
+
+
+# --- runs -----------------------------------------------------------------------
+
+
+@api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
+def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
+    run = _create_run(request, body, thread_id, stateless=False)
+    response["Content-Location"] = _location(request, run)
+    return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
+
+
+@api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
+def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
+    run = _create_run(request, body, None, stateless=True)
+    response["Content-Location"] = _location(request, run)
+    return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
+
+
+# Literal paths before /runs/{run_id}: path ids are plain strings (validated as UUIDs
+# by the schema, so a bad id is a JSON 422, not an HTML 404), matched in this order.
+@api.post(
+    "/threads/{thread_id}/runs/wait", response={200: dict, 408: Error, **ERRORS}, tags=["runs"]
+)
+async def runs_wait(request, thread_id: uuid.UUID, body: RunCreateIn):
+    return await _start_and_wait(request, body, thread_id, stateless=False)
+
+
+@api.post(
+    "/threads/{thread_id}/runs/stream",
+    response={200: dict, **ERRORS},
+    tags=["runs"],
+    openapi_extra=SSE_RESPONSE,
+)
+async def runs_stream(request, thread_id: uuid.UUID, body: RunCreateIn):
+    return await _start_and_stream(request, body, thread_id, stateless=False)
+
+
+@api.get("/threads/{thread_id}/runs", response={200: list[dict], **ERRORS}, tags=["runs"])
+def runs_list(
+    request,
+    thread_id: uuid.UUID,
+    limit: int = Query(10, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    status: Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+    | None = None,
+):
+    thread = _thread_for(request, thread_id)
+    runs = thread.runs.order_by("-created_at")
+    if status:
+        runs = runs.filter(status__in=serializers.RUN_STATUS_FILTER[status])
+    return [serializers.run_json(r, thread.graph) for r in runs[offset : offset + limit]]
+
+
+@api.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])
+def runs_get(request, thread_id: uuid.UUID, run_id: uuid.UUID):
+    return serializers.run_json(_run_for(request, thread_id, run_id))
+
+
+@api.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel", response={200: dict, **ERRORS}, tags=["runs"]
+)
+def runs_cancel(
+    request,
+    thread_id: uuid.UUID,
+    run_id: uuid.UUID,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+):
+    if action == "rollback":
+        raise services.Invalid("Rollback is not supported; cancel with action=interrupt.")
+    # Cancelling is immediate (the run row is marked at once), so `wait` needs no waiting.
+    run = lg_services.run_cancel(run=_run_for(request, thread_id, run_id), user=request.user)
+    return serializers.run_json(run)
+
+
+@api.get(
+    "/threads/{thread_id}/runs/{run_id}/join",
+    response={200: dict, 408: Error, **ERRORS},
+    tags=["runs"],
+)
+async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
+    run = await sync_to_async(_run_for)(request, thread_id, run_id)
+    return await _finished_output(request, await wait_for_run(run.pk, _wait_seconds()))
+
+
+@api.get(
+    "/threads/{thread_id}/runs/{run_id}/stream",
+    response={200: dict, **ERRORS},
+    tags=["runs"],
+    openapi_extra=SSE_RESPONSE,
+)
+async def runs_join_stream(
+    request,
+    thread_id: uuid.UUID,
+    run_id: uuid.UUID,
+    stream_mode: list[Literal[STREAM_MODES]] | None = None,  # type: ignore[valid-type]
+    cancel_on_disconnect: bool = False,
+):
+    sub = await ThreadSubscription(thread_id).open()
+    try:
+        run = await sync_to_async(_run_for)(request, thread_id, run_id)
+    except BaseException:
+        await sub.close()
+        raise
+    return await _stream_response(request, sub, run, stream_mode)
+
+
+@api.post("/runs/wait", response={200: dict, 408: Error, **ERRORS}, tags=["runs"])
+async def runs_wait_stateless(request, body: RunCreateIn):
+    return await _start_and_wait(request, body, None, stateless=True)
+
+
+@api.post("/runs/stream", response={200: dict, **ERRORS}, tags=["runs"], openapi_extra=SSE_RESPONSE)
+async def runs_stream_stateless(request, body: RunCreateIn):
+    return await _start_and_stream(request, body, None, stateless=True)

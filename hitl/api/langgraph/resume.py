@@ -1,0 +1,222 @@
+"""Map resume values from API clients onto HumanInterrupt rows and answer them.
+
+A LangGraph `Command(resume=...)` (or an AG-UI `resume` entry) is translated into one
+`services.interrupt_resolve` call per row, all inside one transaction: either every
+answer is recorded (and the resume run queued by the last one), or none is. So
+records, audit and live pages stay exactly as if reviewers had answered in the UI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+
+from agents import contract
+from hitl.core import services
+from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.services import check_storable  # noqa: F401 - re-exported for the API modules
+
+CANCELLED = object()  # an AG-UI resume entry with status "cancelled"
+
+_DECISIONS = ("approve", "edit", "reject", "respond")
+
+
+def _is_client_tool(row: HumanInterrupt) -> bool:
+    return isinstance(row.raw_value, dict) and bool(row.raw_value.get("client_tool"))
+
+
+def _label(row: HumanInterrupt) -> str:
+    return f"interrupt {row.pk} ({row.action or row.kind})"
+
+
+def answer_for(row: HumanInterrupt, payload: Any) -> tuple[str, Any]:
+    """One payload for one row -> (response_type, args) for interrupt_resolve.
+
+    Accepts a HumanResponse `{type, args}`, a HumanInTheLoopMiddleware decision
+    `{type: approve|edit|reject|respond, ...}`, a text (a `response`), or None /
+    CANCELLED (an `ignore`). A client tool's result may be any JSON value.
+    """
+    if payload is CANCELLED or payload is None:
+        return "ignore", None
+    # {"type": "edit"} is a HumanResponse unless it carries a decision's edited_action.
+    if (
+        isinstance(payload, dict)
+        and payload.get("type") in contract.RESPONSE_TYPES
+        and not (payload["type"] == "edit" and "edited_action" in payload)
+    ):
+        return payload["type"], payload.get("args")
+    if isinstance(payload, dict) and payload.get("type") in _DECISIONS:
+        kind, message = payload["type"], payload.get("message")
+        if kind == "approve":
+            return "accept", None
+        if kind == "edit":
+            edited = payload.get("edited_action")
+            if not isinstance(edited, dict):
+                raise services.Invalid(
+                    f"An edit decision for {_label(row)} needs edited_action {{name, args}}."
+                )
+            return "edit", {"action": edited.get("name", row.action), "args": edited.get("args")}
+        if kind == "respond":
+            return "response", message
+        # reject: with a message it is a text answer when the row takes one.
+        if isinstance(message, str) and message.strip() and row.allow_respond:
+            return "response", message
+        return "ignore", None
+    if isinstance(payload, str):
+        return "response", payload
+    if _is_client_tool(row):
+        return "response", json.dumps(payload)
+    raise services.Invalid(
+        f"Cannot answer {_label(row)} with {type(payload).__name__} {json.dumps(payload)[:80]}: "
+        "send a HumanResponse {type, args}, a decision {type: approve|edit|reject|respond}, "
+        "or a text."
+    )
+
+
+def answers_for_interrupt(rows: list[HumanInterrupt], value: Any) -> list[tuple[Any, str, Any]]:
+    """One LangGraph interrupt's resume value -> (row, type, args) per request.
+
+    The value has the shape the graph asked for: a HumanResponse for a
+    HumanInterrupt, a list of them for a list (a one-element list also answers a
+    single HumanInterrupt, as the Agent Inbox sends it), `{"decisions": [...]}` for a
+    HumanInTheLoopMiddleware request, a decision for a tool approval, anything for a
+    raw interrupt.
+    """
+    rows = sorted(rows, key=lambda r: r.position)
+    kind = rows[0].kind
+    if kind == HumanInterrupt.Kind.HITL_REQUEST:
+        if isinstance(value, dict) and isinstance(value.get("decisions"), list):
+            value = value["decisions"]
+        if not isinstance(value, list) or len(value) != len(rows):
+            raise services.Invalid(
+                f"Interrupt {rows[0].interrupt_id} asks for {len(rows)} decisions: "
+                'resume with {"decisions": [...]} holding one decision per action.'
+            )
+        return [(row, *answer_for(row, item)) for row, item in zip(rows, value, strict=True)]
+    if isinstance(value, list) and kind != HumanInterrupt.Kind.RAW:
+        if len(value) != len(rows):
+            raise services.Invalid(
+                f"Interrupt {rows[0].interrupt_id} has {len(rows)} request(s); "
+                f"the resume list has {len(value)} answer(s)."
+            )
+        return [(row, *answer_for(row, item)) for row, item in zip(rows, value, strict=True)]
+    if len(rows) != 1:
+        raise services.Invalid(
+            f"Interrupt {rows[0].interrupt_id} has {len(rows)} requests: resume with a list "
+            "holding one HumanResponse per request."
+        )
+    return [(rows[0], *answer_for(rows[0], value))]
+
+
+def _pending_by_interrupt(thread: Thread) -> dict[str, list[HumanInterrupt]]:
+    groups: dict[str, list[HumanInterrupt]] = {}
+    for row in thread.interrupts.pending().order_by("created_at", "interrupt_id", "position"):
+        groups.setdefault(row.interrupt_id, []).append(row)
+    return groups
+
+
+def _answered_conflict(thread: Thread, ids: Iterable[str]) -> services.Conflict | None:
+    """A Conflict naming who answered, when `ids` refer to interrupts no longer pending."""
+    ids = [str(i) for i in ids]
+    rows = [
+        row
+        for row in thread.interrupts.select_related("responded_by").exclude(
+            status=HumanInterrupt.Status.PENDING
+        )
+        if row.interrupt_id in ids or str(row.pk) in ids
+    ]
+    if not rows:
+        return None
+    row = rows[0]
+    if row.status == HumanInterrupt.Status.RESOLVED:
+        who = row.responded_by.get_username() if row.responded_by else "someone"
+        return services.Conflict(f"Interrupt {row.interrupt_id} was already answered by {who}.")
+    return services.Conflict(f"Interrupt {row.interrupt_id} is {row.status}.")
+
+
+def _resolve_all(*, thread: Thread, user, plan: list[tuple[Any, str, Any]]) -> Run:
+    check_storable([args for _, _, args in plan], "An answer")
+    pending = {row.pk for rows in _pending_by_interrupt(thread).values() for row in rows}
+    missing = pending - {row.pk for row, _, _ in plan}
+    if missing:
+        raise services.Invalid(
+            f"{len(missing)} pending request(s) of this thread are not answered by this "
+            "resume; answer every pending interrupt at once (or answer them one by one "
+            "with POST /api/v1/interrupts/{id}/decision)."
+        )
+    with transaction.atomic():
+        for row, response_type, args in plan:
+            services.interrupt_resolve(
+                interrupt_id=row.pk, user=user, response_type=response_type, args=args
+            )
+        run = thread.runs.active().order_by("-created_at").first()
+    if run is None:  # every answer landed but nothing to resume (all cancelled upstream)
+        raise services.Conflict("Nothing to resume: the thread's interrupts were withdrawn.")
+    return run
+
+
+def resume_command(*, thread: Thread, user, resume: Any) -> Run:
+    """Answer a thread's pending interrupts from a LangGraph `Command(resume=...)` value.
+
+    `resume` is either one value (when exactly one interrupt is pending) or a map
+    {interrupt_id: value}; the interrupt ids are the ones in the thread's `interrupts`.
+    """
+    groups = _pending_by_interrupt(thread)
+    if isinstance(resume, dict) and resume and all(isinstance(k, str) for k in resume):
+        known = set(groups)
+        if set(resume) <= known:
+            plan = [
+                a
+                for key, value in resume.items()
+                for a in answers_for_interrupt(groups[key], value)
+            ]
+            return _resolve_all(thread=thread, user=user, plan=plan)
+        conflict = _answered_conflict(thread, resume)
+        if conflict is not None:
+            raise conflict
+    if not groups:
+        raise services.Conflict(
+            "This thread has no pending interrupts to resume"
+            + (f" (it is {thread.status})." if thread.status != Thread.Status.INTERRUPTED else ".")
+        )
+    if len(groups) > 1:
+        raise services.Invalid(
+            f"This thread has {len(groups)} pending interrupts ({', '.join(groups)}); "
+            "resume with a map {interrupt_id: value}."
+        )
+    (rows,) = groups.values()
+    return _resolve_all(thread=thread, user=user, plan=answers_for_interrupt(rows, resume))
+
+
+def resume_entries(*, thread: Thread, user, entries: dict[str, Any]) -> Run:
+    """Answer pending interrupts from AG-UI resume entries {id: payload | CANCELLED}.
+
+    An id is a HumanInterrupt id (what our RUN_FINISHED outcome lists) or a LangGraph
+    interrupt id of a single-request interrupt.
+    """
+    groups = _pending_by_interrupt(thread)
+    by_row = {str(row.pk): row for rows in groups.values() for row in rows}
+    plan: list[tuple[Any, str, Any]] = []
+    unknown = []
+    for key, payload in entries.items():
+        if key in by_row:
+            plan.append((by_row[key], *answer_for(by_row[key], payload)))
+        elif key in groups:
+            value = None if payload is CANCELLED else payload
+            if payload is CANCELLED:
+                plan.extend((row, "ignore", None) for row in groups[key])
+            else:
+                plan.extend(answers_for_interrupt(groups[key], value))
+        else:
+            unknown.append(key)
+    if unknown:
+        conflict = _answered_conflict(thread, unknown)
+        if conflict is not None:
+            raise conflict
+        raise services.Invalid(f"No pending interrupt {unknown[0]!r} on this thread.")
+    if not plan:
+        raise services.Invalid("The resume list is empty.")
+    return _resolve_all(thread=thread, user=user, plan=plan)

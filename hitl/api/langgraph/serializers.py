@@ -1,0 +1,167 @@
+"""Our Thread / Run / graph rows in the LangGraph Server API's JSON shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch
+
+from hitl.api.langgraph import state
+from hitl.api.langgraph.services import assistant_id_for
+from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.registry import registry
+
+# Ours -> LangGraph's (ThreadStatus has no "done"; RunStatus has no "queued"/"cancelled").
+THREAD_STATUS = {
+    "idle": "idle",
+    "busy": "busy",
+    "interrupted": "interrupted",
+    "error": "error",
+    "done": "idle",
+}
+RUN_STATUS = {
+    "queued": "pending",
+    "running": "running",
+    "interrupted": "interrupted",
+    "success": "success",
+    "error": "error",
+    "cancelled": "interrupted",
+}
+# LangGraph thread status filter -> ours.
+THREAD_STATUS_FILTER = {
+    "idle": ["idle", "done"],
+    "busy": ["busy"],
+    "interrupted": ["interrupted"],
+    "error": ["error"],
+}
+RUN_STATUS_FILTER = {
+    "pending": ["queued"],
+    "running": ["running"],
+    "interrupted": ["interrupted", "cancelled"],
+    "success": ["success"],
+    "error": ["error"],
+    "timeout": [],
+}
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def assistant_json(graph: str) -> dict[str, Any]:
+    return {
+        "assistant_id": assistant_id_for(graph),
+        "graph_id": graph,
+        "name": graph,
+        "description": None,
+        "config": {},
+        "context": {},
+        "metadata": {"created_by": "system", "target": registry.targets[graph]},
+        "version": 1,
+        # Assistants are configuration (settings.HITL_GRAPHS), not rows: no real date.
+        "created_at": "1970-01-01T00:00:00+00:00",
+        "updated_at": "1970-01-01T00:00:00+00:00",
+    }
+
+
+def interrupts_map(
+    thread: Thread, tasks: dict[str, str], rows=None
+) -> dict[str, list[dict[str, Any]]]:
+    """Pending interrupts keyed by LangGraph task id, as `Thread.interrupts` is.
+
+    Only interrupts still waiting for an answer are listed: one a reviewer answered
+    (its resume queued) is no longer actionable even if the checkpoint still has it.
+    """
+    if rows is None:
+        rows = thread.interrupts.pending().order_by("created_at", "interrupt_id", "position")
+    out: dict[str, list[dict[str, Any]]] = {}
+    seen: set[str] = set()
+    for row in rows:
+        if row.interrupt_id in seen:
+            continue
+        seen.add(row.interrupt_id)
+        item: dict[str, Any] = {"value": row.raw_value, "id": row.interrupt_id}
+        if row.response_schema:
+            item["response_schema"] = row.response_schema
+        out.setdefault(tasks.get(row.interrupt_id, row.interrupt_id), []).append(item)
+    return out
+
+
+def with_pending(qs):
+    """Prefetch each thread's pending interrupts (for thread_json) in one query."""
+    return qs.prefetch_related(
+        Prefetch(
+            "interrupts",
+            queryset=HumanInterrupt.objects.pending().order_by(
+                "created_at", "interrupt_id", "position"
+            ),
+            to_attr="pending_rows",
+        )
+    )
+
+
+def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
+    values, tasks = state.thread_values(thread) if with_values else ({}, {})
+    metadata = {"graph_id": thread.graph, "assistant_id": assistant_id_for(thread.graph)}
+    metadata.update(thread.metadata or {})
+    data: dict[str, Any] = {
+        "thread_id": str(thread.pk),
+        "created_at": _iso(thread.created_at),
+        "updated_at": _iso(thread.updated_at),
+        "metadata": metadata,
+        "status": THREAD_STATUS.get(thread.status, thread.status),
+        "config": {},
+        "values": values,
+        "interrupts": interrupts_map(thread, tasks, getattr(thread, "pending_rows", None)),
+    }
+    if thread.status == Thread.Status.ERROR:
+        latest = thread.runs.order_by("-created_at").only("error").first()
+        data["error"] = _error_line(latest.error) if latest else None
+    return data
+
+
+def _error_line(error: str) -> str:
+    return (error.strip().splitlines() or [""])[-1][:1000]
+
+
+def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
+    graph = graph or run.thread.graph
+    kwargs: dict[str, Any] = {"webhook": run.webhook or None}
+    if run.kind == Run.Kind.RESUME:
+        kwargs["input"] = None
+        kwargs["command"] = {"resume": (run.input or {}).get("resume")}
+    else:
+        kwargs["input"] = run.input
+        kwargs["command"] = None
+    data: dict[str, Any] = {
+        "run_id": str(run.pk),
+        "thread_id": str(run.thread_id),
+        "assistant_id": assistant_id_for(graph),
+        "created_at": _iso(run.created_at),
+        "updated_at": _iso(run.finished_at or run.started_at or run.created_at),
+        "status": RUN_STATUS.get(run.status, run.status),
+        "metadata": run.metadata or {},
+        "multitask_strategy": "reject",
+        "kwargs": kwargs,
+    }
+    if run.status == Run.Status.CANCELLED:
+        data["cancel_reason"] = "cancelled"
+    if run.status == Run.Status.ERROR:
+        data["error"] = _error_line(run.error)
+    return data
+
+
+def run_output(run: Run) -> dict[str, Any]:
+    """What runs/wait and runs/join answer: the thread's values after the run."""
+    thread = run.thread
+    if run.status == Run.Status.ERROR:
+        return {"__error__": {"error": "RunError", "message": _error_line(run.error)}}
+    values, _ = state.thread_values(thread)
+    out: dict[str, Any] = values if isinstance(values, dict) else {"values": values}
+    if run.status == Run.Status.INTERRUPTED:
+        rows = HumanInterrupt.objects.filter(run=run).order_by("interrupt_id", "position")
+        seen: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            seen.setdefault(row.interrupt_id, {"value": row.raw_value, "id": row.interrupt_id})
+        out = {**out, "__interrupt__": list(seen.values())}
+    return out

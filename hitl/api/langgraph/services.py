@@ -1,0 +1,158 @@
+"""State changes behind the LangGraph-compatible API and the AG-UI endpoint.
+
+Thin on purpose: runs start through services.run_start and interrupts are answered
+through services.interrupt_resolve (via hitl.api.langgraph.resume), so this API changes
+nothing the UI would not.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from hitl.api.langgraph.resume import check_storable, resume_command
+from hitl.core import services
+from hitl.core.models import Run, Thread
+from hitl.core.registry import registry
+from hitl.core.selectors import user_can_view_thread
+from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
+
+ASSISTANT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
+
+
+def assistant_id_for(graph: str) -> str:
+    """A stable assistant id per registered graph (LangGraph's default assistants)."""
+    return str(uuid.uuid5(ASSISTANT_NAMESPACE, graph))
+
+
+def graph_for_assistant(assistant_id: str) -> str:
+    """The graph an assistant id (or a graph name, as LangGraph also accepts) names."""
+    if assistant_id in registry.targets:
+        return assistant_id
+    for name in registry.names():
+        if assistant_id_for(name) == assistant_id:
+            return name
+    raise services.NotFound(
+        f"No assistant {assistant_id!r}; registered graphs: {', '.join(registry.names())}."
+    )
+
+
+def _check_metadata(metadata: Any) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise services.Invalid("metadata must be a JSON object.")
+    return check_storable(metadata, "metadata")
+
+
+def thread_create(
+    *, user, thread_id: uuid.UUID | None = None, metadata: Any = None, if_exists: str = "raise"
+) -> Thread:
+    """Create an idle thread with no run yet; its graph is bound by its first run."""
+    metadata = _check_metadata(metadata)
+    graph = metadata.get("graph_id") if isinstance(metadata.get("graph_id"), str) else None
+    if graph is not None and graph not in registry.targets:
+        graph = graph_for_assistant(graph)
+    if thread_id is not None:
+        existing = Thread.objects.filter(pk=thread_id).first()
+        if existing is not None:
+            if if_exists == "do_nothing" and user_can_view_thread(user, existing):
+                return existing
+            raise services.Conflict(f"Thread {thread_id} already exists.")
+    try:
+        with transaction.atomic():
+            return Thread.objects.create(
+                id=thread_id or uuid.uuid4(),
+                graph=graph or settings.HITL_DEFAULT_GRAPH,
+                title=str(metadata.get("title") or graph or "API thread")[:200],
+                requester=user,
+                metadata=metadata,
+                status=Thread.Status.IDLE,
+            )
+    except IntegrityError:  # created concurrently under the same id
+        raise services.Conflict(f"Thread {thread_id} already exists.") from None
+
+
+def thread_update(*, thread: Thread, user, metadata: Any) -> Thread:
+    """Merge metadata into a thread (LangGraph PATCH semantics)."""
+    metadata = _check_metadata(metadata)
+    if not (user.is_staff or thread.requester_id == user.pk):
+        raise services.Forbidden("Only the requester or an admin can change this thread.")
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        thread.metadata = {**thread.metadata, **metadata}
+        thread.save(update_fields=["metadata", "updated_at"])
+    return thread
+
+
+def _bind_graph(thread: Thread, graph: str) -> None:
+    """A thread created without a graph takes its first run's graph."""
+    if thread.graph == graph or thread.runs.exists():
+        return
+    Thread.objects.filter(pk=thread.pk).update(graph=graph)
+    thread.graph = graph
+
+
+def run_create(
+    *,
+    user,
+    assistant_id: str,
+    thread: Thread | None = None,
+    new_thread_id: uuid.UUID | None = None,
+    input: Any = None,
+    command: dict[str, Any] | None = None,
+    metadata: Any = None,
+    webhook: str | None = None,
+) -> Run:
+    """Start a run (input) or resume the thread (command={"resume": ...}).
+
+    Without `thread`, a thread is created (with `new_thread_id` when given). The
+    whole call is one transaction: a refused resume leaves no thread behind.
+    """
+    graph = graph_for_assistant(assistant_id)
+    metadata = _check_metadata(metadata)
+    check_storable(input, "input")
+    check_storable(command, "command")
+    if webhook:
+        try:
+            webhook_check_url(webhook)
+        except WebhookNotAllowed as exc:
+            raise services.Invalid(str(exc)) from None
+    if command is not None:
+        unsupported = sorted(k for k, v in command.items() if v is not None and k != "resume")
+        if unsupported:
+            raise services.Invalid(
+                f"Unsupported command field(s): {', '.join(unsupported)}; only resume is supported."
+            )
+        if "resume" not in command:
+            raise services.Invalid('A command needs "resume".')
+        if input is not None:
+            raise services.Invalid("Send either input or command, not both.")
+    with transaction.atomic():
+        if thread is None:
+            thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
+        if command is not None:
+            if thread.graph != graph:
+                raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
+            run = resume_command(thread=thread, user=user, resume=command["resume"])
+        else:
+            _bind_graph(thread, graph)
+            run = services.run_start(graph=graph, input=input, user=user, thread=thread)
+        # The run's message goes to the broker on commit, so these land first.
+        run.metadata = {**run.metadata, **metadata}
+        run.webhook = webhook or run.webhook
+        run.save(update_fields=["metadata", "webhook"])
+    return run
+
+
+def run_cancel(*, run: Run, user) -> Run:
+    """Cancel a queued or running run, or withdraw the interrupts a paused run waits on."""
+    waiting = run.status == Run.Status.INTERRUPTED and run.interrupts.pending().exists()
+    if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) and not waiting:
+        raise services.Conflict(f"The run is already {run.status}.")
+    services.thread_cancel(thread=run.thread, user=user)
+    run.refresh_from_db()
+    return run

@@ -1,0 +1,148 @@
+"""Thread state read from the LangGraph checkpointer, in the LangGraph API's shapes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hitl.api.langgraph.resume import check_storable
+from hitl.core import services
+from hitl.core.models import Thread
+from hitl.core.registry import registry
+from hitl.core.stream import jsonable
+
+log = logging.getLogger(__name__)
+
+
+def _graph(thread: Thread):
+    from hitl.core.tasks import checkpointer
+
+    if thread.graph not in registry.targets:
+        return None
+    try:
+        return registry.get(thread.graph, checkpointer())
+    except Exception:  # a graph that no longer imports: the thread still reads, stateless
+        log.exception("graph %r of thread %s cannot be loaded", thread.graph, thread.pk)
+        return None
+
+
+def _config(thread: Thread, checkpoint_id: str | None = None, ns: str = "") -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": str(thread.pk), "checkpoint_ns": ns}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def _checkpoint(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not config:
+        return None
+    c = config.get("configurable") or {}
+    if not c.get("checkpoint_id"):
+        return None
+    return {
+        "thread_id": str(c.get("thread_id")),
+        "checkpoint_ns": c.get("checkpoint_ns") or "",
+        "checkpoint_id": c.get("checkpoint_id"),
+        "checkpoint_map": c.get("checkpoint_map"),
+    }
+
+
+def _interrupts(items) -> list[dict[str, Any]]:
+    return [{"value": jsonable(i.value), "id": i.id} for i in items or ()]
+
+
+def snapshot_json(thread: Thread, snapshot) -> dict[str, Any]:
+    """A LangGraph StateSnapshot as the API's ThreadState."""
+    checkpoint = _checkpoint(snapshot.config) or {
+        "thread_id": str(thread.pk),
+        "checkpoint_ns": "",
+        "checkpoint_id": None,
+        "checkpoint_map": None,
+    }
+    tasks = []
+    for task in snapshot.tasks or ():
+        item: dict[str, Any] = {
+            "id": task.id,
+            "name": task.name,
+            "path": jsonable(list(task.path)) if getattr(task, "path", None) else [],
+            "error": str(task.error) if task.error else None,
+            "interrupts": _interrupts(task.interrupts),
+            "checkpoint": None,
+            "state": None,
+        }
+        if getattr(task, "result", None) is not None:
+            item["result"] = jsonable(task.result)
+        tasks.append(item)
+    return {
+        "values": jsonable(snapshot.values) if snapshot.values is not None else {},
+        "next": list(snapshot.next or ()),
+        "checkpoint": checkpoint,
+        "metadata": jsonable(snapshot.metadata or {}),
+        "created_at": snapshot.created_at,
+        "parent_checkpoint": _checkpoint(snapshot.parent_config),
+        "tasks": tasks,
+        "interrupts": _interrupts(snapshot.interrupts),
+    }
+
+
+def _empty(thread: Thread) -> dict[str, Any]:
+    return {
+        "values": {},
+        "next": [],
+        "checkpoint": {
+            "thread_id": str(thread.pk),
+            "checkpoint_ns": "",
+            "checkpoint_id": None,
+            "checkpoint_map": None,
+        },
+        "metadata": {},
+        "created_at": None,
+        "parent_checkpoint": None,
+        "tasks": [],
+        "interrupts": [],
+    }
+
+
+def thread_state(thread: Thread, checkpoint_id: str | None = None) -> dict[str, Any]:
+    check_storable(checkpoint_id, "checkpoint_id")
+    graph = _graph(thread)
+    if graph is None:
+        return _empty(thread)
+    snapshot = graph.get_state(_config(thread, checkpoint_id))
+    if checkpoint_id and not snapshot.config.get("configurable", {}).get("checkpoint_id"):
+        raise services.NotFound(f"No checkpoint {checkpoint_id!r} on this thread.")
+    if not snapshot.values and not snapshot.next and snapshot.created_at is None:
+        return _empty(thread)
+    return snapshot_json(thread, snapshot)
+
+
+def thread_values(thread: Thread) -> tuple[Any, dict[str, str]]:
+    """The thread's current values and a map LangGraph interrupt id -> task id."""
+    graph = _graph(thread)
+    if graph is None:
+        return {}, {}
+    snapshot = graph.get_state(_config(thread))
+    tasks = {i.id: task.id for task in snapshot.tasks or () for i in task.interrupts or ()}
+    return (jsonable(snapshot.values) if snapshot.values is not None else {}), tasks
+
+
+def thread_history(
+    thread: Thread,
+    *,
+    limit: int,
+    before: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    checkpoint_ns: str = "",
+) -> list[dict[str, Any]]:
+    check_storable([before, metadata, checkpoint_ns], "The history filter")
+    graph = _graph(thread)
+    if graph is None:
+        return []
+    before_config = _config(thread, before, checkpoint_ns) if before else None
+    history = graph.get_state_history(
+        _config(thread, None, checkpoint_ns),
+        filter=metadata or None,
+        before=before_config,
+        limit=limit,
+    )
+    return [snapshot_json(thread, snapshot) for snapshot in history]

@@ -1,0 +1,175 @@
+"""Server-sent events for runs, in the LangGraph Server's stream modes.
+
+The run executes on a worker; what it streams reaches this process through the
+thread's channel group (see hitl.core.stream): STATE_SNAPSHOT events become `values`,
+RAW "langgraph" events carry the `updates` and `messages` chunks verbatim. The
+`events` mode is an approximation built from those (chat model stream + node ends).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from hitl.api.langgraph import serializers, state
+from hitl.core.models import Run
+from hitl.core.stream import RAW_SOURCE
+from hitl.core.waiting import TERMINAL, ThreadSubscription, fetch_run, run_events_of
+
+log = logging.getLogger(__name__)
+
+STREAM_MODES = (
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "events",
+    "custom",
+    "debug",
+    "tasks",
+    "checkpoints",
+)
+KEEPALIVE_SECONDS = 15.0
+# After the database says the run ended, how long to wait for its last events.
+
+
+def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
+    lines = f"event: {event}\n"
+    if event_id:
+        lines += f"id: {event_id}\n"
+    return (lines + f"data: {json.dumps(data, default=str)}\n\n").encode()
+
+
+def normalize_modes(stream_mode: Any) -> list[str]:
+    if stream_mode is None:
+        return ["values"]
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    return [m for m in modes if m in STREAM_MODES] or ["values"]
+
+
+class _Translator:
+    """Turns the thread's AG-UI/RAW events into LangGraph SSE parts for some modes."""
+
+    def __init__(self, run_id: str, modes: list[str]):
+        self.run_id = run_id
+        self.modes = set(modes)
+        self.last_values: Any = None
+        self.partial: dict[str, dict[str, Any]] = {}
+
+    def values(self, snapshot: Any) -> list[bytes]:
+        if "values" not in self.modes or snapshot == self.last_values:
+            return []
+        self.last_values = snapshot
+        return [sse("values", snapshot)]
+
+    def raw(self, mode: str, data: Any) -> list[bytes]:
+        out: list[bytes] = []
+        if mode == "updates":
+            if "updates" in self.modes:
+                out.append(sse("updates", data))
+            if "events" in self.modes and isinstance(data, dict):
+                for node, update in data.items():
+                    out.append(self._event("on_chain_end", node, {"output": update}))
+        elif mode == "messages" and isinstance(data, list) and len(data) == 2:
+            message, metadata = data
+            if "messages-tuple" in self.modes:
+                out.append(sse("messages", data))
+            if "messages" in self.modes and isinstance(message, dict):
+                out.extend(self._messages(message, metadata))
+            if "events" in self.modes:
+                name = (metadata or {}).get("langgraph_node") or "model"
+                out.append(self._event("on_chat_model_stream", name, {"chunk": message}, metadata))
+        return out
+
+    def _messages(self, message: dict[str, Any], metadata: Any) -> list[bytes]:
+        message_id = str(message.get("id") or "")
+        is_chunk = str(message.get("type", "")).endswith("Chunk")
+        out = []
+        if message_id not in self.partial:
+            out.append(sse("messages/metadata", {message_id: {"metadata": metadata}}))
+            self.partial[message_id] = {**message, "content": ""}
+        merged = self.partial[message_id]
+        if is_chunk and isinstance(message.get("content"), str):
+            merged = {**message, "content": (merged.get("content") or "") + message["content"]}
+        else:
+            merged = dict(message)
+        self.partial[message_id] = merged
+        complete = not is_chunk or message.get("chunk_position") == "last"
+        out.append(sse("messages/complete" if complete else "messages/partial", [merged]))
+        return out
+
+    def _event(self, event: str, name: str, data: Any, metadata: Any = None) -> bytes:
+        return sse(
+            "events",
+            {
+                "event": event,
+                "name": name,
+                "run_id": self.run_id,
+                "data": data,
+                "metadata": metadata or {},
+                "tags": list((metadata or {}).get("tags") or []),
+            },
+        )
+
+
+async def run_events(
+    *, sub: ThreadSubscription, run: Run, stream_mode: Any, timeout: float
+) -> AsyncIterator[bytes]:
+    """Stream one run until it ends (or `timeout`), then close `sub`."""
+    run_id = str(run.pk)
+    modes = normalize_modes(stream_mode)
+    translate = _Translator(run_id, modes)
+    try:
+        yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
+        if "events" in modes:
+            current = await fetch_run(run_id)
+            yield translate._event("on_chain_start", current.thread.graph if current else "", {})
+        last_sent = time.monotonic()
+        async for event in run_events_of(sub, run_id, timeout):
+            if event is None:
+                if time.monotonic() - last_sent > KEEPALIVE_SECONDS:
+                    last_sent = time.monotonic()
+                    yield b": keepalive\n\n"
+                continue
+            kind = event.get("type")
+            parts: list[bytes] = []
+            if kind == "STATE_SNAPSHOT":
+                parts = translate.values(event.get("snapshot"))
+            elif kind == "RAW" and event.get("source") == RAW_SOURCE:
+                raw = event.get("event") or {}
+                parts = translate.raw(raw.get("mode"), raw.get("data"))
+            for part in parts:
+                last_sent = time.monotonic()
+                yield part
+        final = await fetch_run(run_id)
+        if final is None:
+            return
+        if final.status == Run.Status.ERROR:
+            yield sse(
+                "error", {"error": "RunError", "message": serializers._error_line(final.error)}
+            )
+            return
+        if final.status not in TERMINAL:
+            yield sse(
+                "error",
+                {"error": "TimeoutError", "message": f"Still {final.status} after {timeout:.0f}s."},
+            )
+            return
+        if "values" in modes:
+            values, _ = await sync_to_async(state.thread_values)(final.thread)
+            for part in translate.values(values):
+                yield part
+        if "events" in modes:
+            yield translate._event(
+                "on_chain_end", final.thread.graph, {"output": translate.last_values}
+            )
+    except Exception as exc:  # the stream has started: report it in-band, never hang
+        log.exception("stream of run %s failed", run_id)
+        yield sse("error", {"error": type(exc).__name__, "message": str(exc)[:1000]})
+    finally:
+        await sub.close()

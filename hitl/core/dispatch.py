@@ -1,0 +1,64 @@
+"""Hand a run to whatever executes runs: Celery workers, or this process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+log = logging.getLogger(__name__)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+# By name: the runner imports the services that call this module, and an import
+# here would close that loop (services -> dispatch -> tasks -> services).
+RUN_TASK = "hitl.tasks.run_execute"
+RUNNER = "hitl.core.tasks.execute_run"
+
+
+def _inprocess(run_id: Any) -> None:
+    execute_run = import_string(RUNNER)
+    close_old_connections()
+    try:
+        execute_run(str(run_id), worker=f"inprocess-{threading.get_ident()}")
+    except Exception:
+        log.exception("run %s failed in-process", run_id)
+    finally:
+        close_old_connections()
+
+
+def enqueue_run(run_id: Any) -> None:
+    """Send a run to its executor; called after the creating transaction commits.
+
+    A failed send is logged, not raised: the run stays queued in the database and
+    the reaper re-sends it.
+    """
+    from hitl.core.models import Run
+
+    executor = settings.HITL_EXECUTOR
+    if executor == "manual":  # the caller drives runs itself (scripts, tests)
+        return
+    if executor == "celery":
+        try:
+            current_app.send_task(RUN_TASK, args=[str(run_id)], retry=False)
+        except Exception:
+            log.exception("could not enqueue run %s; the reaper will re-send it", run_id)
+            return
+        Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
+        return
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run"
+            )
+    Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
+    _pool.submit(_inprocess, run_id)

@@ -1,0 +1,41 @@
+"""Create the demo reviewer (and the default reviewer group) and print how to log in."""
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.utils.crypto import get_random_string
+
+from hitl.core.models import ApiToken
+from hitl.core.selectors import default_reviewer_group
+
+
+class Command(BaseCommand):
+    help = "Create or refresh the demo reviewer account and print its credentials."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="reviewer")
+        parser.add_argument(
+            "--token-file", default="", help="Write a fresh API token to this file."
+        )
+
+    def handle(self, *args, username, token_file, **options):
+        group = default_reviewer_group()
+        user, _ = get_user_model().objects.get_or_create(
+            username=username, defaults={"is_staff": True}
+        )
+        password = get_random_string(12)
+        user.set_password(password)
+        user.is_staff = True
+        user.is_superuser = True
+        user.save()
+        user.groups.add(group)
+        _, key = ApiToken.issue(user=user, name="demo")
+        if token_file:
+            with open(token_file, "w") as fh:
+                fh.write(key)
+        url = f"http://{settings.HITL_HOST}:{settings.HITL_PORT}/"
+        self.stdout.write(
+            f"\n  HITL is starting at {url}\n"
+            f"  Demo reviewer: {username} / {password}  (group {group.name!r})\n"
+            f"  API token:     {key}\n"
+        )

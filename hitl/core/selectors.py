@@ -1,0 +1,83 @@
+"""Reads: who may see and answer what."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db.models import Q, QuerySet
+
+from hitl.core.models import HumanInterrupt, Run, Thread
+
+
+def user_can_review_all(user) -> bool:
+    return bool(user.is_authenticated and (user.is_superuser or user.has_perm("hitl.review_all")))
+
+
+def user_group_ids(user) -> set[int]:
+    # Cached on the user object: permission checks run per event on sockets.
+    cached = getattr(user, "_hitl_group_ids", None)
+    if cached is None:
+        cached = set(user.groups.values_list("id", flat=True)) if user.is_authenticated else set()
+        user._hitl_group_ids = cached
+    return cached
+
+
+def user_can_review(user, interrupt: HumanInterrupt) -> bool:
+    if not user.is_authenticated:
+        return False
+    if user_can_review_all(user):
+        return True
+    return (
+        interrupt.reviewer_group_id is not None
+        and interrupt.reviewer_group_id in user_group_ids(user)
+    )
+
+
+def user_can_view_thread(user, thread: Thread) -> bool:
+    if not user.is_authenticated:
+        return False
+    if thread.requester_id == user.pk or user_can_review_all(user) or user.is_staff:
+        return True
+    groups = user_group_ids(user)
+    if not groups:
+        return False
+    if thread.reviewer_group_id in groups:
+        return True
+    return HumanInterrupt.objects.filter(thread=thread, reviewer_group_id__in=groups).exists()
+
+
+def thread_list_for_user(user) -> QuerySet[Thread]:
+    qs = Thread.objects.select_related("requester", "reviewer_group")
+    if user_can_review_all(user) or user.is_staff:
+        return qs
+    groups = user_group_ids(user)
+    return qs.filter(
+        Q(requester=user)
+        | Q(reviewer_group_id__in=groups)
+        | Q(interrupts__reviewer_group_id__in=groups)
+    ).distinct()
+
+
+def interrupt_list_for_reviewer(user) -> QuerySet[HumanInterrupt]:
+    return (
+        HumanInterrupt.objects.for_reviewer(user)
+        .select_related("thread", "reviewer_group", "responded_by")
+        .order_by("-created_at")
+    )
+
+
+def thread_pending_interrupts(thread: Thread) -> QuerySet[HumanInterrupt]:
+    return (
+        thread.interrupts.pending()
+        .select_related("reviewer_group")
+        .order_by("created_at", "interrupt_id", "position")
+    )
+
+
+def thread_runs(thread: Thread) -> QuerySet[Run]:
+    return thread.runs.order_by("-created_at")
+
+
+def default_reviewer_group() -> Group:
+    group, _ = Group.objects.get_or_create(name=settings.HITL_DEFAULT_REVIEWER_GROUP)
+    return group

@@ -1,0 +1,559 @@
+"""State changes. Each one locks, mutates, and announces after commit."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils import timezone
+
+from agents import contract
+from hitl import logcontext
+from hitl.core import audit, dispatch, events
+from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
+from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
+from hitl.core.registry import registry
+from hitl.core.selectors import default_reviewer_group, user_can_review, user_can_view_thread
+
+log = logging.getLogger(__name__)
+
+
+# --- threads and runs -------------------------------------------------------------
+
+
+def _announce_thread(thread: Thread) -> None:
+    status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
+    transaction.on_commit(
+        lambda: events.publish_thread_changed(
+            thread_id=thread_id, status=status, requester_id=requester_id
+        )
+    )
+
+
+def _enqueue(run: Run) -> None:
+    run_id, thread_id = run.pk, run.thread_id
+
+    def send() -> None:
+        # The task message carries these ids into the worker's log lines.
+        with logcontext.bound(thread_id=thread_id, run_id=run_id):
+            dispatch.enqueue_run(run_id)
+
+    transaction.on_commit(send)
+
+
+def run_start(
+    *,
+    graph: str,
+    input: Any,
+    user,
+    thread: Thread | None = None,
+    title: str = "",
+    reviewer_group: Group | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Run:
+    """Start a run: on a new thread, or on an existing idle/done/error thread."""
+    if graph not in registry.targets:
+        raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
+    if input is None:
+        input = {}
+    if not isinstance(input, dict):
+        raise Invalid("Run input must be a JSON object.")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise Invalid("Thread metadata must be a JSON object.")
+    check_storable(input, "Run input")
+    check_storable(metadata, "Thread metadata")
+    check_storable(title, "The title")
+    with transaction.atomic():
+        if thread is None:
+            thread = Thread.objects.create(
+                graph=graph,
+                title=(title or graph)[:200],
+                requester=user if user and user.is_authenticated else None,
+                reviewer_group=reviewer_group,
+                metadata=metadata or {},
+                status=Thread.Status.BUSY,
+            )
+        else:
+            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            if not user_can_view_thread(user, thread):
+                raise NotFound("No such thread.")
+            if thread.graph != graph:
+                raise Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
+            if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
+                raise Conflict(
+                    f"The thread is {thread.status}; answer or cancel it before starting a new run."
+                )
+            thread.status = Thread.Status.BUSY
+            thread.save(update_fields=["status", "updated_at"])
+        run = Run.objects.create(
+            thread=thread,
+            kind=Run.Kind.START,
+            input=input,
+            created_by=user if user and user.is_authenticated else None,
+        )
+        _announce_thread(thread)
+        _enqueue(run)
+    return run
+
+
+def thread_cancel(*, thread: Thread, user) -> Thread:
+    """Cancel pending interrupts and in-flight runs; a running run stops at its next step."""
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        if not (
+            user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")
+        ):
+            raise Forbidden("Only the requester or an admin can cancel this thread.")
+        now = timezone.now()
+        pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
+        active = list(thread.runs.active().values_list("pk", "status"))
+        thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
+        thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
+        audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
+        for pk, _ in pending:
+            audit.audit_record(
+                kind=audit.Kind.INTERRUPT_CANCELLED, thread=thread, interrupt_id=pk, actor=user
+            )
+        for pk, status in active:
+            audit.audit_record(
+                kind=audit.Kind.RUN_CANCELLED,
+                thread=thread,
+                run_id=pk,
+                actor=user,
+                data={"was": status},
+            )
+        thread.status = Thread.Status.IDLE
+        thread.save(update_fields=["status", "updated_at"])
+        for pk, group_id in pending:
+            transaction.on_commit(
+                lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
+                    thread_id=thread.pk,
+                    interrupt_id=pk,
+                    reviewer_group_id=group_id,
+                    status="cancelled",
+                )
+            )
+        _announce_thread(thread)
+    return thread
+
+
+# --- deciding ---------------------------------------------------------------------
+
+
+def _request_of(row: HumanInterrupt) -> contract.Request:
+    _, requests = contract.requests_for(row.raw_value, row.response_schema)
+    request = requests[row.position] if row.position < len(requests) else requests[0]
+    # The row is the source of truth for what is allowed (admins may have changed it).
+    request.allow_accept, request.allow_edit = row.allow_accept, row.allow_edit
+    request.allow_respond, request.allow_ignore = row.allow_respond, row.allow_ignore
+    request.args_schema = row.args_schema
+    return request
+
+
+def interrupt_resolve(
+    *, interrupt_id: Any, user, response_type: str, args: Any = None
+) -> HumanInterrupt:
+    """Answer one interrupt; resume the thread once every interrupt of its run is answered."""
+    check_storable(args, "The answer")
+    check_storable(response_type, "The decision type")
+    try:
+        interrupt_id = uuid.UUID(str(interrupt_id))
+    except ValueError:
+        raise NotFound("No such interrupt.") from None
+    thread_id = (
+        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+    )
+    if thread_id is None:
+        raise NotFound("No such interrupt.")
+    with transaction.atomic():
+        # Lock the thread first: decisions on one thread are serialized, so exactly one
+        # of them sees "nothing left pending" and enqueues the resume.
+        thread = Thread.objects.select_for_update().get(pk=thread_id)
+        row = (
+            HumanInterrupt.objects.select_for_update(of=("self",))
+            .select_related("responded_by")
+            .get(pk=interrupt_id)
+        )
+        if not user_can_review(user, row):
+            if user_can_view_thread(user, thread):
+                raise Forbidden("This interrupt is routed to a reviewer group you are not in.")
+            raise NotFound("No such interrupt.")
+        if row.status != HumanInterrupt.Status.PENDING:
+            if row.status == HumanInterrupt.Status.RESOLVED:
+                who = row.responded_by.get_username() if row.responded_by else "someone"
+                raise Conflict(f"Already answered by {who}.")
+            raise Conflict(f"This interrupt is {row.status}.")
+        try:
+            normalized = contract.check_response(_request_of(row), response_type, args)
+        except contract.ContractError as exc:
+            raise Invalid(str(exc)) from None
+        row.status = HumanInterrupt.Status.RESOLVED
+        row.response_type = response_type
+        row.response_args = normalized
+        row.responded_by = user
+        row.responded_at = timezone.now()
+        row.save(
+            update_fields=[
+                "status",
+                "response_type",
+                "response_args",
+                "responded_by",
+                "responded_at",
+            ]
+        )
+        audit.audit_record(
+            kind=audit.Kind.INTERRUPT_ANSWERED,
+            thread=thread,
+            interrupt=row,
+            actor=user,
+            data=audit.answer_data(row),
+        )
+        transaction.on_commit(
+            lambda: events.publish_interrupt_changed(
+                thread_id=thread.pk,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
+                status=row.status,
+                responded_by=user.get_username(),
+            )
+        )
+        _resume_when_answered(thread=thread, row=row, user=user)
+    return row
+
+
+def _answered(row: HumanInterrupt) -> bool:
+    # An interrupt that expired with an automatic answer counts as answered.
+    return row.status == HumanInterrupt.Status.RESOLVED or (
+        row.status == HumanInterrupt.Status.EXPIRED and bool(row.response_type)
+    )
+
+
+def _resume_when_answered(*, thread: Thread, row: HumanInterrupt, user) -> Run | None:
+    """Queue the resume run once every interrupt of `row`'s run is answered.
+
+    Runs inside the deciding transaction with the thread locked; shared by reviewer
+    answers and automatic answers on expiry. Raises Invalid when the graph's
+    response_schema refuses the answer (the caller's transaction rolls back).
+    """
+    siblings = list(
+        HumanInterrupt.objects.filter(run_id=row.run_id).order_by("interrupt_id", "position")
+    )
+    by_interrupt: dict[str, list[HumanInterrupt]] = {}
+    for sibling in siblings:
+        by_interrupt.setdefault(sibling.interrupt_id, []).append(sibling)
+    # The graph's own response_schema is checked as soon as one interrupt is complete.
+    mine = by_interrupt[row.interrupt_id]
+    if all(_answered(s) for s in mine):
+        value = _resume_value(mine)
+        try:
+            contract.check_resume_schema(row.response_schema, value)
+        except contract.ContractError as exc:
+            raise Invalid(str(exc)) from None
+    if any(s.status == HumanInterrupt.Status.PENDING for s in siblings):
+        return None
+    resume = {
+        interrupt: _resume_value(rows)
+        for interrupt, rows in by_interrupt.items()
+        if all(_answered(r) for r in rows)
+    }
+    if not resume:  # every interrupt was cancelled or expired without an answer
+        return None
+    run = Run.objects.create(
+        thread=thread,
+        kind=Run.Kind.RESUME,
+        # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
+        webhook=Run.objects.filter(pk=row.run_id).values_list("webhook", flat=True).first() or "",
+        input={"resume": resume},
+        created_by=user if user is not None and user.is_authenticated else None,
+    )
+    thread.status = Thread.Status.BUSY
+    thread.save(update_fields=["status", "updated_at"])
+    _announce_thread(thread)
+    _enqueue(run)
+    return run
+
+
+def _resume_value(rows: list[HumanInterrupt]) -> Any:
+    answers = [(_request_of(r), r.response_type, r.response_args) for r in rows]
+    return contract.resume_value(rows[0].kind, rows[0].raw_value, answers)
+
+
+# --- the worker side ----------------------------------------------------------------
+
+
+def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
+    """Take the lease on a run. Returns (run, 0) when claimed, (None, 0) when there is
+    nothing to do, or (None, seconds) when another worker holds a live lease."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("thread").filter(pk=run_id).first()
+        if run is None or run.status in Run.TERMINAL:
+            return None, 0.0
+        if (
+            run.status == Run.Status.RUNNING
+            and run.lease_owner
+            and run.lease_owner != worker
+            and run.lease_expires_at
+            and run.lease_expires_at > now
+        ):
+            return None, (run.lease_expires_at - now).total_seconds()
+        exhausted = run.attempts >= settings.HITL_RUN_MAX_ATTEMPTS
+        if not exhausted:
+            run.status = Run.Status.RUNNING
+            run.lease_owner = worker
+            run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+            run.attempts += 1
+            run.started_at = run.started_at or now
+            run.save(
+                update_fields=[
+                    "status",
+                    "lease_owner",
+                    "lease_expires_at",
+                    "attempts",
+                    "started_at",
+                ]
+            )
+            audit.audit_record(
+                kind=audit.Kind.RUN_STARTED,
+                thread=run.thread_id,
+                run=run,
+                actor_id=run.created_by_id,
+                data={"run_kind": run.kind, "attempt": run.attempts, "worker": worker},
+            )
+    if exhausted:
+        # Every earlier attempt ended without an outcome (its worker was killed: out of
+        # memory, the hard time limit): stop handing the run out forever. In its own
+        # transaction, because run_fail locks the thread before the run.
+        run_fail(
+            run_id=run.pk,
+            worker=run.lease_owner,
+            error=f"Gave up after {run.attempts} attempts: each one ended without an outcome "
+            "(its worker was killed or hit the hard time limit).",
+        )
+        return None, 0.0
+    return run, 0.0
+
+
+def run_heartbeat(*, run_id: Any, worker: str) -> bool:
+    """Extend the lease; False when the run was cancelled or taken over."""
+    expires = timezone.now() + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+    return bool(
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).update(
+            lease_expires_at=expires
+        )
+    )
+
+
+def run_is_current(*, run_id: Any, worker: str) -> bool:
+    return Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).exists()
+
+
+def _group_for(name: str | None, thread: Thread, cache: dict[str, Group | None]) -> Group:
+    if name:
+        if name not in cache:
+            cache[name] = Group.objects.filter(name=name).first()
+        if cache[name] is not None:
+            return cache[name]
+        log.warning("interrupt routed to unknown reviewer group %r; using the default", name)
+    return thread.reviewer_group or default_reviewer_group()
+
+
+def _expiry_fields(
+    value: Any, request: contract.Request, group: Group, now, cache: dict[str, Any]
+) -> dict[str, Any]:
+    """When an interrupt expires and what happens then.
+
+    The graph or tool config decides first (`expires_in`, `expiry_policy`,
+    `expiry_message`, `escalate_to` next to the request); the reviewer group's
+    ReviewerGroupPolicy supplies the default deadline.
+    """
+    spec = value
+    if isinstance(value, list):
+        spec = value[request.position] if request.position < len(value) else None
+    spec = spec if isinstance(spec, dict) else {}
+    fields: dict[str, Any] = {}
+    policy = spec.get("expiry_policy")
+    if policy in ExpiryPolicy.values:
+        fields["expiry_policy"] = policy
+    if isinstance(spec.get("expiry_message"), str):
+        fields["expiry_message"] = spec["expiry_message"][:5000]
+    if isinstance(spec.get("escalate_to"), str):
+        target = spec["escalate_to"]
+        if target not in cache:
+            cache[target] = Group.objects.filter(name=target).first()
+        fields["escalate_to"] = cache[target]
+    expires_in = request.expires_in
+    if not expires_in and group is not None:
+        key = f"policy:{group.pk}"
+        if key not in cache:
+            cache[key] = ReviewerGroupPolicy.objects.filter(group=group).first()
+        expires_in = cache[key].expire_after_seconds if cache[key] else None
+    if expires_in:
+        fields["expires_at"] = now + timedelta(seconds=expires_in)
+    return fields
+
+
+def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
+    """Lock a run's thread, then the run.
+
+    Thread first, like every service that changes a thread (decide, cancel, start):
+    with the opposite order a finishing run and a cancel deadlock each other.
+    """
+    if thread_id is None:
+        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).first()
+        if thread_id is None:
+            return None, None
+    thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+    run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).first()
+    return thread, run
+
+
+def run_finish(
+    *,
+    run_id: Any,
+    worker: str,
+    interrupts: list[tuple[str, Any, Any]],
+    result: Any,
+    thread_id: Any = None,
+) -> Run | None:
+    """Record the end of a run: interrupted (with one row per pending request) or done."""
+    now = timezone.now()
+    created: list[HumanInterrupt] = []
+    with transaction.atomic():
+        thread, run = _lock_thread_and_run(run_id, thread_id)
+        if (
+            thread is None
+            or run is None
+            or run.status != Run.Status.RUNNING
+            or run.lease_owner != worker
+        ):
+            return None  # cancelled, or another worker took over: its outcome counts
+        groups: dict[str, Any] = {}
+        # A redelivered run finds the rows it made before: no duplicates. The thread
+        # lock serializes attempts, so reading then inserting cannot race.
+        existing = set(
+            HumanInterrupt.objects.filter(
+                thread=thread, interrupt_id__in=[i for i, _, _ in interrupts]
+            ).values_list("interrupt_id", "position")
+        )
+        for interrupt_id, value, schema in interrupts:
+            kind, requests = contract.requests_for(value, schema)
+            for request in requests:
+                defaults = {
+                    "run": run,
+                    "kind": kind,
+                    "raw_value": value,
+                    "response_schema": schema,
+                    "action": request.action[:200],
+                    "args": request.args,
+                    "args_schema": request.args_schema,
+                    "description": request.description,
+                    "allow_accept": request.allow_accept,
+                    "allow_edit": request.allow_edit,
+                    "allow_respond": request.allow_respond,
+                    "allow_ignore": request.allow_ignore,
+                    "reviewer_group": _group_for(request.reviewer_group, thread, groups),
+                }
+                defaults.update(
+                    _expiry_fields(value, request, defaults["reviewer_group"], now, groups)
+                )
+                if (interrupt_id, request.position) not in existing:
+                    created.append(
+                        HumanInterrupt(
+                            thread=thread,
+                            interrupt_id=interrupt_id,
+                            position=request.position,
+                            **defaults,
+                        )
+                    )
+        HumanInterrupt.objects.bulk_create(created)
+        run.status = Run.Status.INTERRUPTED if interrupts else Run.Status.SUCCESS
+        run.result = result
+        run.finished_at = now
+        run.lease_owner = ""
+        run.lease_expires_at = None
+        run.save(
+            update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"]
+        )
+        thread.status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
+        thread.save(update_fields=["status", "updated_at"])
+        for row in created:
+            audit.audit_record(
+                kind=audit.Kind.INTERRUPT_CREATED,
+                thread=thread,
+                run=run,
+                interrupt=row,
+                data=audit.interrupt_summary(row),
+            )
+        audit.audit_record(
+            kind=audit.Kind.RUN_FINISHED,
+            thread=thread,
+            run=run,
+            data={"status": run.status, "interrupts": len(created), "attempt": run.attempts},
+        )
+        for row in created:
+            transaction.on_commit(
+                lambda row=row: events.publish_interrupt_changed(
+                    thread_id=row.thread_id,
+                    interrupt_id=row.pk,
+                    reviewer_group_id=row.reviewer_group_id,
+                    status="pending",
+                )
+            )
+        events.emit_run_ended(run)
+        _announce_thread(thread)
+    return run
+
+
+def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
+    """Record a failed run; the thread shows the error until a new run starts."""
+    with transaction.atomic():
+        thread, run = _lock_thread_and_run(run_id)
+        if (
+            thread is None
+            or run is None
+            or run.status in Run.TERMINAL
+            or (run.lease_owner and run.lease_owner != worker)
+        ):
+            return None
+        run.status = Run.Status.ERROR
+        run.error = error[:10_000]
+        run.finished_at = timezone.now()
+        run.lease_owner = ""
+        run.lease_expires_at = None
+        run.save(
+            update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
+        )
+        audit.audit_record(
+            kind=audit.Kind.RUN_FAILED,
+            thread=run.thread_id,
+            run=run,
+            data={"error": audit.error_summary(error), "attempt": run.attempts},
+        )
+        thread.status = Thread.Status.ERROR
+        thread.save(update_fields=["status", "updated_at"])
+        events.emit_run_ended(run)
+        _announce_thread(thread)
+    return run
+
+
+__all__ = [
+    "Conflict",
+    "check_storable",
+    "Forbidden",
+    "Invalid",
+    "NotFound",
+    "ServiceError",
+    "interrupt_resolve",
+    "run_claim",
+    "run_fail",
+    "run_finish",
+    "run_heartbeat",
+    "run_start",
+    "thread_cancel",
+]

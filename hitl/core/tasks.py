@@ -1,0 +1,179 @@
+"""The only bridge that runs a graph for Django: claim a run, stream it, record the end."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+from django.db import close_old_connections, connection
+from langgraph.types import Command
+
+from agents.checkpoint import get_checkpointer
+from agents.paths import FILES_KEY
+from hitl import logcontext
+from hitl.core import artifacts, events, services
+from hitl.core import stream as agui
+from hitl.core.files import thread_files
+from hitl.core.models import Run
+from hitl.core.registry import registry
+from hitl.core.stream import jsonable
+
+log = logging.getLogger(__name__)
+
+_ALREADY_DONE = object()
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def checkpointer() -> Any:
+    return get_checkpointer(settings.HITL_CHECKPOINT_URL, settings.HITL_CHECKPOINT_POOL_SIZE)
+
+
+def _schema_json(schema: Any) -> dict[str, Any] | None:
+    if schema is None or isinstance(schema, dict):
+        return schema
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(schema).json_schema()
+    except Exception:
+        return None
+
+
+def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
+    """What to stream for this run, so a redelivered run continues instead of repeating.
+
+    A checkpoint tagged with this run id means an earlier attempt already made
+    progress: continue from it (input None) or, if it already paused or ended, just
+    record that. Resume values go only to interrupts that are still pending.
+    """
+    state = graph.get_state(config)
+    mine = (state.metadata or {}).get("hitl_run_id") == str(run.id)
+    if run.kind == Run.Kind.RESUME:
+        pending = {i.id for i in state.interrupts}
+        resume = {k: v for k, v in (run.input.get("resume") or {}).items() if k in pending}
+        if resume:
+            return Command(resume=resume)
+    if mine or run.kind == Run.Kind.RESUME:
+        if state.interrupts or not state.next:
+            return _ALREADY_DONE
+        return None
+    return run.input
+
+
+class _Heartbeat(threading.Thread):
+    """Keeps the run's lease alive; notices cancellation or a takeover."""
+
+    def __init__(self, run_id: str, worker: str):
+        super().__init__(name=f"hitl-heartbeat-{run_id}", daemon=True)
+        self.run_id, self.worker = run_id, worker
+        self.stop_event = threading.Event()
+        self.lost = False
+
+    # How often the run's row is read to notice a cancel; short runs never pay for it.
+    CHECK_INTERVAL = 0.5
+
+    def run(self) -> None:
+        renew_every = max(settings.HITL_RUN_LEASE_SECONDS / 3, self.CHECK_INTERVAL)
+        last_renewal = time.monotonic()
+        try:
+            while not self.stop_event.wait(self.CHECK_INTERVAL):
+                if time.monotonic() - last_renewal >= renew_every:
+                    current = services.run_heartbeat(run_id=self.run_id, worker=self.worker)
+                    last_renewal = time.monotonic()
+                else:
+                    current = services.run_is_current(run_id=self.run_id, worker=self.worker)
+                if not current:
+                    self.lost = True
+                    return
+        finally:
+            connection.close()
+
+
+def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
+    """Run or continue one run. Returns (outcome, retry_after_seconds)."""
+    run, retry_after = services.run_claim(run_id=run_id, worker=worker)
+    if run is None:
+        return ("busy" if retry_after else "skipped"), retry_after
+    thread = run.thread
+    logcontext.bind(thread_id=thread.pk, run_id=run.pk)
+    config: dict[str, Any] = {
+        # The file store is an object, so it is never written into checkpoints.
+        "configurable": {"thread_id": str(thread.pk), FILES_KEY: thread_files(thread.pk)},
+        "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
+        "recursion_limit": 100,
+    }
+    heartbeat = _Heartbeat(str(run.pk), worker)
+    heartbeat.start()
+    started = time.monotonic()
+    try:
+        graph = registry.get(thread.graph, checkpointer())
+        graph_input = _graph_input(graph, config, run)
+        events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
+        if graph_input is not _ALREADY_DONE:
+            for mode, chunk in graph.stream(
+                graph_input, config, stream_mode=agui.STREAM_MODES, durability="sync"
+            ):
+                for event in agui.events_for_chunk(mode, chunk):
+                    events.publish_thread_event(thread.pk, event)
+                # The heartbeat thread watches the row; the loop only reads its flag.
+                if mode == "updates" and heartbeat.lost:
+                    log.info("run %s stopped: cancelled or taken over", run.pk)
+                    return "cancelled", 0.0
+        state = graph.get_state(config)
+        interrupts = [
+            (i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts
+        ]
+        result = None if interrupts else jsonable(state.values)
+        # Before run_finish: once the thread shows the pause or the end, its files are there.
+        artifacts.run_outputs_record(run_id=run.pk, values=jsonable(state.values))
+        finished = services.run_finish(
+            run_id=run.pk, worker=worker, interrupts=interrupts, result=result, thread_id=thread.pk
+        )
+        if finished is None:
+            return "cancelled", 0.0
+        events.publish_thread_event(
+            thread.pk, agui.run_finished(thread.pk, run.pk, interrupts=interrupts, result=result)
+        )
+        log.info(
+            "run %s %s in %.1f ms", run.pk, finished.status, (time.monotonic() - started) * 1000
+        )
+        return finished.status, 0.0
+    except Exception as exc:
+        log.exception("run %s failed", run.pk)
+        services.run_fail(
+            run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc))
+        )
+        events.publish_thread_event(thread.pk, agui.run_error(str(exc)))
+        return "error", 0.0
+    finally:
+        heartbeat.stop_event.set()
+
+
+@shared_task(
+    # The name predates the layout; queued messages and routes use it.
+    name="hitl.tasks.run_execute",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+    time_limit=settings.HITL_RUN_TIME_LIMIT + 30,
+    soft_time_limit=settings.HITL_RUN_TIME_LIMIT,
+)
+def run_execute(self, run_id: str) -> str:
+    """Execute a run on a Celery worker (ids only, JSON)."""
+    close_old_connections()
+    outcome, retry_after = execute_run(run_id, worker=worker_id())
+    if retry_after:
+        # Another worker holds a live lease; look again once it could have expired.
+        raise self.retry(countdown=min(retry_after + 1, 60))
+    return outcome

@@ -1,0 +1,272 @@
+"""Wait for runs and thread statuses without polling: listen on the thread's channel group.
+
+The worker publishes `thread.event` (AG-UI events) and, after each committed status
+change, `thread.changed` to events.thread_group(thread_id). A waiter subscribes
+first and reads the database second, so a change between the two cannot be missed;
+it re-reads the database on every relevant message and every few seconds anyway, so
+a message the channel layer dropped (capacity, expiry) only delays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from hitl.core import events
+from hitl.core.models import Run, Thread
+
+log = logging.getLogger(__name__)
+
+RECHECK_SECONDS = 5.0
+# After a run ends, how long its last events (sent right after) may still arrive.
+DRAIN_SECONDS = 2.0
+TERMINAL = frozenset(Run.TERMINAL)
+
+
+class _Hub:
+    """One channel-layer receiver per event loop, fanning messages out to waiters.
+
+    Waiters never call receive() themselves: cancelling a channels_redis receive
+    half-way can leave it stuck, so the hub's receive is never cancelled; it stops
+    when a "hitl.hub.stop" message it sends itself arrives, once nobody waits.
+    """
+
+    STOP = "hitl.hub.stop"
+
+    def __init__(self, layer) -> None:
+        self.layer = layer
+        self.channel = ""
+        # Waiting queues by channel-layer group (a thread's full or status-only group).
+        self.waiters: dict[str, set[asyncio.Queue]] = {}
+        self.seen: collections.deque[str] = collections.deque(maxlen=512)
+        self.stopping = False
+        self.task: asyncio.Task | None = None
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        self.channel = await self.layer.new_channel()
+        self.task = asyncio.get_running_loop().create_task(self._pump())
+        self.ready.set()
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except Exception:  # e.g. Redis restarting: waiters fall back to their DB re-checks
+                log.exception("channel layer receive failed; retrying")
+                await asyncio.sleep(1.0)
+                continue
+            if message.get("type") == self.STOP:
+                return
+            self._dispatch(message)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        thread_id = str(message.get("thread_id"))
+        targets = set(self.waiters.get(events.thread_group(thread_id), ()))
+        if message.get("type") == "thread.changed":
+            eid = message.get("eid")
+            if eid is not None:
+                if eid in self.seen:
+                    return  # the second copy, via the other thread group
+                self.seen.append(eid)
+            targets |= self.waiters.get(events.thread_status_group(thread_id), set())
+        for queue in targets:
+            queue.put_nowait(message)
+
+    async def add(self, group: str, queue: asyncio.Queue) -> None:
+        first = group not in self.waiters
+        self.waiters.setdefault(group, set()).add(queue)
+        if first:
+            await self.layer.group_add(group, self.channel)
+
+    async def remove(self, group: str, queue: asyncio.Queue) -> None:
+        queues = self.waiters.get(group)
+        if queues is None:
+            return
+        queues.discard(queue)
+        if not queues:
+            del self.waiters[group]
+            await self.layer.group_discard(group, self.channel)
+        # Checked and flagged without an await in between, so no waiter can join a
+        # hub that is about to stop (add() only picks hubs that are not stopping).
+        if not self.waiters and not self.stopping:
+            self.stopping = True
+            if _hubs.get(asyncio.get_running_loop()) is self:
+                del _hubs[asyncio.get_running_loop()]
+            await self.layer.send(self.channel, {"type": self.STOP})
+            if self.task is not None:
+                # Short-lived loops (async_to_sync) must not close with the task pending.
+                await asyncio.wait([self.task], timeout=5)
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+
+async def _hub() -> _Hub | None:
+    layer = get_channel_layer()
+    if layer is None:
+        return None
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None or hub.stopping or (hub.task is not None and hub.task.done()):
+        hub = _Hub(layer)
+        _hubs[loop] = hub  # registered before the first await: one hub per loop
+        await hub.start()
+    else:
+        await hub.ready.wait()
+    return hub
+
+
+class ThreadSubscription:
+    """The messages of one thread's channel group, queued for one waiter.
+
+    `status_only` listens to status changes alone: a waiter that only needs to know
+    when a run ends is not woken by every streamed event of the run.
+    """
+
+    def __init__(self, thread_id: Any, *, status_only: bool = False):
+        self.thread_id = str(thread_id)
+        self.group = (events.thread_status_group if status_only else events.thread_group)(thread_id)
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._hub: _Hub | None = None
+
+    async def open(self) -> ThreadSubscription:
+        hub = await _hub()
+        if hub is not None:  # without a channel layer, waiters fall back to polling
+            await hub.add(self.group, self.queue)
+            self._hub = hub
+        return self
+
+    async def get(self, timeout: float) -> dict[str, Any] | None:
+        """The next message, or None after `timeout` seconds."""
+        try:
+            return await asyncio.wait_for(self.queue.get(), max(timeout, 0.0))
+        except TimeoutError:
+            return None
+
+    async def close(self) -> None:
+        hub, self._hub = self._hub, None
+        if hub is not None:
+            with contextlib.suppress(Exception):
+                await hub.remove(self.group, self.queue)
+
+    async def __aenter__(self) -> ThreadSubscription:
+        return await self.open()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+def is_run_end(message: dict[str, Any]) -> bool:
+    """A message after which a run's status may have changed."""
+    if message.get("type") == "thread.changed":
+        return True
+    if message.get("type") == "thread.event":
+        return (message.get("event") or {}).get("type") in ("RUN_FINISHED", "RUN_ERROR")
+    return False
+
+
+async def fetch_run(run_id: Any) -> Run | None:
+    return await Run.objects.select_related("thread").filter(pk=run_id).afirst()
+
+
+async def wait_for_run(
+    run_id: Any, timeout: float, *, subscription: ThreadSubscription | None = None
+) -> Run | None:
+    """Return the run once it is terminal (interrupted, success, error, cancelled).
+
+    At `timeout` the run is returned as it is (check `run.status`); None when there
+    is no such run. Pass an open `subscription` to cover events sent before this
+    call (e.g. one opened before the run was created).
+    """
+    run = await fetch_run(run_id)
+    if run is None or run.status in TERMINAL:
+        return run
+    own = subscription is None
+    sub = subscription or await ThreadSubscription(run.thread_id, status_only=True).open()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            run = await fetch_run(run_id)
+            if run is None or run.status in TERMINAL:
+                return run
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return run
+            wait_until = time.monotonic() + min(remaining, RECHECK_SECONDS)
+            while (left := wait_until - time.monotonic()) > 0:
+                message = await sub.get(left)
+                if message is None or is_run_end(message):
+                    break
+    finally:
+        if own:
+            await sub.close()
+
+
+async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) -> str | None:
+    """Return the thread's status once it is one of `statuses`, or its status at timeout."""
+    wanted = set(statuses)
+    async with ThreadSubscription(thread_id, status_only=True) as sub:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = (
+                await Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+            )
+            remaining = deadline - time.monotonic()
+            if status is None or status in wanted or remaining <= 0:
+                return status
+            wait_until = time.monotonic() + min(remaining, RECHECK_SECONDS)
+            while (left := wait_until - time.monotonic()) > 0:
+                message = await sub.get(left)
+                if message is None or message.get("type") == "thread.changed":
+                    break
+
+
+async def run_events_of(
+    sub: ThreadSubscription, run_id: Any, timeout: float
+) -> AsyncIterator[dict[str, Any] | None]:
+    """The AG-UI events of one run, in order, until it ends (or `timeout`).
+
+    Yields None about once a second while nothing arrives, so a caller can send
+    keepalives. RUN_STARTED/RUN_FINISHED/RUN_ERROR are consumed here: they decide
+    which events belong to this run and when the stream is over.
+    """
+    run_id = str(run_id)
+    current = await fetch_run(run_id)
+    # Joining a run that already started: its RUN_STARTED went by before we listened.
+    started = current is not None and current.status != Run.Status.QUEUED
+    deadline = time.monotonic() + timeout
+    ended_at: float | None = None
+    while time.monotonic() < deadline:
+        if current is None or current.status in TERMINAL:
+            # A cancelled run sends no RUN_FINISHED; others do, right after.
+            ended_at = ended_at or time.monotonic()
+            drained = time.monotonic() - ended_at > DRAIN_SECONDS
+            if drained or not started or current is None or current.status == "cancelled":
+                return
+        message = await sub.get(min(1.0, max(deadline - time.monotonic(), 0)))
+        if message is None or message.get("type") == "thread.changed":
+            current = await fetch_run(run_id)
+            if message is None:
+                yield None
+            continue
+        event = message.get("event") or {}
+        kind = event.get("type")
+        if kind == "RUN_STARTED":
+            started = started or event.get("runId") == run_id
+            continue
+        if not started:
+            continue
+        if kind in ("RUN_FINISHED", "RUN_ERROR"):
+            if kind == "RUN_ERROR" or event.get("runId") == run_id:
+                return
+            continue
+        yield event

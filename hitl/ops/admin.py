@@ -1,0 +1,409 @@
+"""Django admin for admins: browse everything, change state only through services."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth.models import Group
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from hitl.core import services
+from hitl.core.audit import audit_entry, audit_for_thread
+from hitl.core.models import (
+    ApiToken,
+    Artifact,
+    AuditEvent,
+    HumanInterrupt,
+    ReviewerGroupPolicy,
+    Run,
+    Thread,
+    WebhookDelivery,
+)
+from hitl.core.registry import registry
+from hitl.ops import services as ops_services
+
+AUDIT_TRAIL_LIMIT = 200
+
+
+def age_filter(field: str, title: str = "age") -> type[admin.SimpleListFilter]:
+    """A list filter on how long ago `field` was: last hour / day / week / older."""
+    windows = {
+        "1h": ("last hour", timedelta(hours=1)),
+        "24h": ("last 24 hours", timedelta(days=1)),
+        "7d": ("last 7 days", timedelta(days=7)),
+        "30d": ("last 30 days", timedelta(days=30)),
+    }
+
+    class AgeFilter(admin.SimpleListFilter):
+        parameter_name = f"{field}_age"
+
+        def lookups(self, request, model_admin):
+            return [(key, label) for key, (label, _) in windows.items()] + [
+                ("older", "older than 30 days")
+            ]
+
+        def queryset(self, request, queryset):
+            value = self.value()
+            now = timezone.now()
+            if value in windows:
+                return queryset.filter(**{f"{field}__gte": now - windows[value][1]})
+            if value == "older":
+                return queryset.filter(**{f"{field}__lt": now - windows["30d"][1]})
+            return queryset
+
+    AgeFilter.title = title
+    return AgeFilter
+
+
+def graph_filter(field: str) -> type[admin.SimpleListFilter]:
+    """Filter by graph name; choices come from the registry, not a DISTINCT over the table."""
+
+    class GraphFilter(admin.SimpleListFilter):
+        title = "graph"
+        parameter_name = "graph"
+
+        def lookups(self, request, model_admin):
+            return [(name, name) for name in registry.names()]
+
+        def queryset(self, request, queryset):
+            if self.value():
+                return queryset.filter(**{field: self.value()})
+            return queryset
+
+    return GraphFilter
+
+
+class UuidSearchMixin:
+    """A search term that is a UUID matches ids exactly (an index lookup, not a scan)."""
+
+    uuid_search_fields: tuple[str, ...] = ("pk",)
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        try:
+            value = uuid.UUID(term)
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+        matches = queryset.none()
+        for field in self.uuid_search_fields:
+            matches = matches | queryset.filter(**{field: value})
+        return matches, False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class RunInline(ReadOnlyInline):
+    model = Run
+    fields = ("kind", "status", "attempts", "lease_owner", "created_at", "finished_at")
+    readonly_fields = fields
+    ordering = ("-created_at",)
+
+
+class InterruptInline(ReadOnlyInline):
+    model = HumanInterrupt
+    fields = ("action", "status", "reviewer_group", "response_type", "responded_by", "expires_at")
+    readonly_fields = fields
+    ordering = ("-created_at",)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("reviewer_group", "responded_by")
+
+
+class ArtifactInline(ReadOnlyInline):
+    model = Artifact
+    fields = ("path", "size", "mime", "created_at")
+    readonly_fields = fields
+
+
+def _audit_html(entries) -> str:
+    return render_to_string("hitl/_audit.html", {"audit": entries})
+
+
+@admin.register(Thread)
+class ThreadAdmin(UuidSearchMixin, admin.ModelAdmin):
+    list_display = ("title", "graph", "status", "requester", "reviewer_group", "updated_at")
+    list_filter = ("status", graph_filter("graph"), "reviewer_group", age_filter("created_at"))
+    search_fields = ("title", "requester__username")
+    list_select_related = ("requester", "reviewer_group")
+    show_full_result_count = False
+    readonly_fields = ("id", "graph", "status", "requester", "created_at", "updated_at", "audit")
+    fields = (
+        "id",
+        "title",
+        "graph",
+        "status",
+        "requester",
+        "reviewer_group",
+        "metadata",
+        "created_at",
+        "updated_at",
+        "audit",
+    )
+    inlines = [RunInline, InterruptInline, ArtifactInline]
+    actions = ["cancel_threads"]
+
+    @admin.display(description="Audit trail")
+    def audit(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        return _audit_html(audit_for_thread(obj, limit=AUDIT_TRAIL_LIMIT))
+
+    def has_add_permission(self, request):
+        return False  # threads start through the app or the API (services.run_start)
+
+    @admin.action(description="Cancel selected threads (pending interrupts, running runs)")
+    def cancel_threads(self, request, queryset):
+        done, failed = 0, []
+        for thread in queryset:
+            try:
+                services.thread_cancel(thread=thread, user=request.user)
+            except services.ServiceError as exc:
+                failed.append(f"{thread}: {exc.message}")
+            else:
+                done += 1
+        _report(self, request, done, "thread cancelled", "threads cancelled", failed)
+
+
+@admin.register(Run)
+class RunAdmin(UuidSearchMixin, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "thread",
+        "kind",
+        "status",
+        "attempts",
+        "lease_owner",
+        "created_at",
+        "finished_at",
+    )
+    list_filter = ("status", "kind", graph_filter("thread__graph"), age_filter("created_at"))
+    search_fields = ("thread__title",)
+    uuid_search_fields = ("pk", "thread_id")
+    list_select_related = ("thread",)
+    show_full_result_count = False
+    readonly_fields = [f.name for f in Run._meta.fields]
+    actions = ["retry_runs"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a run's interrupts and the checkpoint history depend on it
+
+    @admin.action(description="Retry selected failed runs from their last checkpoint")
+    def retry_runs(self, request, queryset):
+        done, failed = 0, []
+        for pk in queryset.values_list("pk", flat=True):
+            try:
+                ops_services.run_retry(run_id=pk, user=request.user)
+            except services.ServiceError as exc:
+                failed.append(f"{pk}: {exc.message}")
+            else:
+                done += 1
+        _report(self, request, done, "run queued again", "runs queued again", failed)
+
+
+class ReassignForm(forms.Form):
+    group = forms.ModelChoiceField(queryset=Group.objects.order_by("name"), label="Reviewer group")
+    reason = forms.CharField(required=False, max_length=200)
+
+
+@admin.register(HumanInterrupt)
+class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
+    list_display = (
+        "action",
+        "kind",
+        "thread",
+        "status",
+        "reviewer_group",
+        "response_type",
+        "responded_by",
+        "expires_at",
+        "created_at",
+    )
+    list_filter = (
+        "status",
+        "kind",
+        "reviewer_group",
+        "response_type",
+        graph_filter("thread__graph"),
+        age_filter("created_at"),
+    )
+    search_fields = ("action", "thread__title", "interrupt_id")
+    uuid_search_fields = ("pk", "thread_id")
+    list_select_related = ("thread", "reviewer_group", "responded_by")
+    show_full_result_count = False
+    # Routing changes go through the reassign action (audited, pushed live).
+    readonly_fields = [f.name for f in HumanInterrupt._meta.fields] + ["audit"]
+    actions = ["reassign_interrupts", "expire_interrupts"]
+
+    @admin.display(description="Audit trail")
+    def audit(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        events = obj.audit_events.select_related("actor").order_by("created_at", "id")
+        return _audit_html([audit_entry(e) for e in events[:AUDIT_TRAIL_LIMIT]])
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Expire selected pending interrupts (apply their expiry policy)")
+    def expire_interrupts(self, request, queryset):
+        done, failed = 0, []
+        for pk in queryset.values_list("pk", flat=True):
+            try:
+                ops_services.interrupt_expire(interrupt_id=pk, user=request.user)
+            except services.ServiceError as exc:
+                failed.append(f"{pk}: {exc.message}")
+            else:
+                done += 1
+        _report(self, request, done, "interrupt expired", "interrupts expired", failed)
+
+    @admin.action(description="Reassign selected pending interrupts to another group")
+    def reassign_interrupts(self, request, queryset):
+        form = ReassignForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            done, failed = 0, []
+            for pk in queryset.values_list("pk", flat=True):
+                try:
+                    ops_services.interrupt_reassign(
+                        interrupt_id=pk,
+                        group=form.cleaned_data["group"],
+                        user=request.user,
+                        reason=form.cleaned_data["reason"],
+                    )
+                except services.ServiceError as exc:
+                    failed.append(f"{pk}: {exc.message}")
+                else:
+                    done += 1
+            _report(self, request, done, "interrupt reassigned", "interrupts reassigned", failed)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Reassign interrupts",
+            "opts": self.model._meta,
+            "form": form,
+            "interrupts": queryset.select_related("thread", "reviewer_group")[:500],
+            "selected": request.POST.getlist(ACTION_CHECKBOX_NAME),
+            "select_across": request.POST.get("select_across", "0"),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/hitl/reassign_interrupts.html", context)
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(UuidSearchMixin, admin.ModelAdmin):
+    list_display = ("path", "thread", "size", "mime", "created_at")
+    list_filter = (age_filter("created_at"),)
+    search_fields = ("path", "thread__title")
+    uuid_search_fields = ("pk", "thread_id")
+    list_select_related = ("thread",)
+    show_full_result_count = False
+    readonly_fields = [f.name for f in Artifact._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(UuidSearchMixin, admin.ModelAdmin):
+    """The trail is append-only: viewable, never added, changed or deleted here."""
+
+    list_display = ("created_at", "kind", "thread", "interrupt", "actor", "summary")
+    list_filter = ("kind", age_filter("created_at"))
+    search_fields = ("thread__title", "actor__username")
+    uuid_search_fields = ("thread_id", "run_id", "interrupt_id")
+    list_select_related = ("thread", "interrupt", "actor")
+    show_full_result_count = False
+    ordering = ("-created_at", "-id")
+    readonly_fields = ("created_at", "kind", "thread", "run", "interrupt", "actor", "details")
+    fields = readonly_fields
+
+    @admin.display(description="Summary")
+    def summary(self, obj):
+        return audit_entry(obj).summary
+
+    @admin.display(description="Details")
+    def details(self, obj):
+        return _audit_html([audit_entry(obj)])
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ("event", "url", "status", "attempts", "response_status", "created_at")
+    list_filter = ("status", age_filter("created_at"))
+    search_fields = ("url", "event")
+    list_select_related = ("run",)
+    show_full_result_count = False
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
+class ReviewerGroupPolicyForm(forms.ModelForm):
+    class Meta:
+        model = ReviewerGroupPolicy
+        fields = ("group", "expire_after_seconds", "expiry_policy", "expiry_message", "escalate_to")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("expiry_policy") == "escalate" and not data.get("escalate_to"):
+            self.add_error("escalate_to", "Escalation needs a group to escalate to.")
+        if data.get("escalate_to") and data.get("escalate_to") == data.get("group"):
+            self.add_error("escalate_to", "A group cannot escalate to itself.")
+        return data
+
+
+@admin.register(ReviewerGroupPolicy)
+class ReviewerGroupPolicyAdmin(admin.ModelAdmin):
+    form = ReviewerGroupPolicyForm
+    list_display = ("group", "expire_after_seconds", "expiry_policy", "escalate_to")
+    list_select_related = ("group", "escalate_to")
+    list_filter = ("expiry_policy",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "user", "name", "created_at", "last_used_at")
+    list_select_related = ("user",)
+    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+
+
+def _report(model_admin, request, done: int, one: str, many: str, failed: list[str]) -> None:
+    if done:
+        model_admin.message_user(
+            request, f"{done} {one if done == 1 else many}.", level=messages.SUCCESS
+        )
+    for problem in failed[:20]:
+        model_admin.message_user(request, problem, level=messages.WARNING)
+    if len(failed) > 20:
+        model_admin.message_user(request, f"… and {len(failed) - 20} more.", messages.WARNING)

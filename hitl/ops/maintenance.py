@@ -1,0 +1,279 @@
+"""Periodic maintenance (celery beat): interrupt expiry, the run reaper, worker heartbeats.
+
+Every sweep is safe to run concurrently on several workers: each item is handled in
+its own transaction under a row lock and re-checked there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery import current_app, shared_task, signals
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import Q
+from django.utils import timezone
+
+from hitl.core.models import HumanInterrupt, Run
+from hitl.core.services import ServiceError
+from hitl.ops import services as ops_services
+
+log = logging.getLogger(__name__)
+
+SWEEP_BATCH = 200
+# A queued run created this recently may still be on its way to the broker.
+DISPATCH_GRACE_SECONDS = 10.0
+HEARTBEAT_KEY = "hitl:worker:{}"
+HEARTBEAT_SECONDS = 10.0
+
+
+def expire_due_interrupts(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> int:
+    """Apply the expiry policy to pending interrupts whose deadline passed."""
+    now = now or timezone.now()
+    due = list(
+        HumanInterrupt.objects.pending()
+        .filter(expires_at__lte=now)
+        .order_by("expires_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    done = 0
+    for pk in due:
+        try:
+            ops_services.interrupt_expire(interrupt_id=pk, now=now)
+        except ServiceError as exc:  # answered or cancelled meanwhile: nothing to do
+            log.info("interrupt %s not expired: %s", pk, exc.message)
+        except Exception:
+            log.exception("could not expire interrupt %s", pk)
+        else:
+            done += 1
+    return done
+
+
+def _count_done(pks: list[Any], action: Callable[[Any], Any], what: str) -> int:
+    """Apply `action` to each run id; one failure is logged and does not stop the sweep."""
+    done = 0
+    for pk in pks:
+        try:
+            if action(pk):
+                done += 1
+        except Exception:
+            log.exception("could not %s run %s", what, pk)
+    return done
+
+
+def reap_runs(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> dict[str, int]:
+    """Requeue running runs whose lease expired; re-send queued runs the broker lost."""
+    now = now or timezone.now()
+    expired = list(
+        Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now)
+        .order_by("lease_expires_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    requeued = _count_done(
+        expired, lambda pk: ops_services.run_requeue(run_id=pk, now=now), "requeue"
+    )
+
+    if not _broker_reachable():
+        # Each failed send blocks for seconds; try again on the next sweep instead.
+        log.warning("broker unreachable: queued runs will be re-sent on a later sweep")
+        return {"requeued": requeued, "resent": 0}
+    stale_before = now - timedelta(seconds=settings.HITL_REDISPATCH_AFTER)
+    grace = now - timedelta(seconds=DISPATCH_GRACE_SECONDS)
+    stale = list(
+        Run.objects.filter(status=Run.Status.QUEUED)
+        .filter(
+            # enqueue failed (broker down) ...
+            Q(dispatched_at__isnull=True, created_at__lt=grace)
+            # ... or the message was sent long ago and never picked up (broker lost it)
+            | Q(dispatched_at__lt=stale_before)
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    resent = _count_done(
+        stale,
+        lambda pk: ops_services.run_redispatch(run_id=pk, stale_before=stale_before),
+        "re-send",
+    )
+    return {"requeued": requeued, "resent": resent}
+
+
+def _broker_reachable() -> bool:
+    if settings.HITL_EXECUTOR != "celery":
+        return True
+    try:
+        with current_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except Exception:
+        return False
+    return True
+
+
+@shared_task(name="hitl.maintenance.expire_interrupts", ignore_result=True, time_limit=120)
+def expire_interrupts_task() -> int:
+    close_old_connections()
+    count = expire_due_interrupts()
+    if count:
+        log.info("expired %d interrupts", count)
+    return count
+
+
+@shared_task(name="hitl.maintenance.reap_runs", ignore_result=True, time_limit=120)
+def reap_runs_task() -> dict[str, int]:
+    close_old_connections()
+    result = reap_runs()
+    if any(result.values()):
+        log.info("reaper: %s", result)
+    return result
+
+
+# --- the embedded default: no beat, so the web process sweeps --------------------------------
+
+_sweeper_lock = threading.Lock()
+_sweeper_started = False
+
+
+def start_inprocess_sweeper() -> None:
+    """Run the periodic sweeps in this process when runs execute in-process (no beat)."""
+    global _sweeper_started
+    if _sweeper_started or settings.HITL_EXECUTOR != "inprocess":
+        return
+    with _sweeper_lock:
+        if _sweeper_started:
+            return
+        _sweeper_started = True
+    threading.Thread(target=_sweep_forever, name="hitl-sweeper", daemon=True).start()
+
+
+def _sweep_forever() -> None:
+    next_expiry = next_reap = 0.0
+    while True:
+        now = time.monotonic()
+        try:
+            if now >= next_expiry:
+                next_expiry = now + settings.HITL_EXPIRY_SWEEP_SECONDS
+                expire_due_interrupts()
+            if now >= next_reap:
+                next_reap = now + settings.HITL_REAPER_SECONDS
+                reap_runs()
+        except Exception:  # a bad sweep must not end the sweeping
+            log.exception("in-process sweep failed")
+        finally:
+            close_old_connections()
+        time.sleep(max(0.1, min(next_expiry, next_reap) - time.monotonic()))
+
+
+# --- broker outages ------------------------------------------------------------------------
+
+
+def _transport_gone(qos: Any) -> bool:
+    transport = getattr(qos.channel, "connection", None)
+    return transport is None or getattr(transport, "client", None) is None
+
+
+@signals.worker_init.connect(weak=False, dispatch_uid="hitl-kombu-guard")
+def _guard_stale_channels(**kwargs: Any) -> None:
+    """Keep a worker alive when Redis goes away while runs are in flight.
+
+    After a lost broker connection Celery 5.7 / kombu 5.7 still ack (and restore)
+    through the old channel, whose transport it already dropped; the AttributeError
+    kills the worker ("Unrecoverable error"). Such an ack has nothing to reach: the
+    message lives in the old connection's unacked set, comes back after the visibility
+    timeout and is then skipped because its run is finished. So only the local
+    bookkeeping is done, and the reaper covers anything left behind.
+    """
+    try:
+        from kombu.transport import redis as kombu_redis
+        from kombu.transport import virtual
+    except ImportError:
+        return
+    qos = kombu_redis.QoS
+    if getattr(qos, "_hitl_guarded", False):
+        return
+
+    def ack(self, delivery_tag):
+        if _transport_gone(self):
+            log.warning("broker connection gone: ack of %s left to the reaper", delivery_tag)
+            return virtual.QoS.ack(self, delivery_tag)
+        return original_ack(self, delivery_tag)
+
+    def reject(self, delivery_tag, requeue=False):
+        if _transport_gone(self):
+            log.warning("broker connection gone: reject of %s left to the reaper", delivery_tag)
+            return virtual.QoS.ack(self, delivery_tag)
+        return original_reject(self, delivery_tag, requeue=requeue)
+
+    def restore_unacked_once(self, stderr=None):
+        if _transport_gone(self):
+            log.warning("broker connection gone: unacked messages left to the reaper")
+            return None
+        return original_restore(self, stderr)
+
+    original_ack, original_reject = qos.ack, qos.reject
+    original_restore = qos.restore_unacked_once
+    qos.ack, qos.reject, qos.restore_unacked_once = ack, reject, restore_unacked_once
+    qos._hitl_guarded = True
+
+
+# --- worker heartbeats --------------------------------------------------------------------
+
+
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+
+
+class _WorkerHeartbeat(threading.Thread):
+    """Writes `hitl:worker:<name>` = unix time every few seconds, with a TTL.
+
+    /metrics reports them; a worker that dies stops beating and its key expires.
+    """
+
+    def __init__(self, name: str):
+        super().__init__(name="hitl-worker-heartbeat", daemon=True)
+        self.key = HEARTBEAT_KEY.format(name)
+        self.stop_event = threading.Event()
+
+    def beat(self, client: Any) -> None:
+        client.set(self.key, f"{time.time():.3f}", ex=int(HEARTBEAT_SECONDS * 3))
+
+    def run(self) -> None:
+        client = _redis()
+        while True:
+            try:
+                self.beat(client)
+            except Exception as exc:  # Redis restarting: keep trying, quietly
+                log.debug("worker heartbeat failed: %s", exc)
+            if self.stop_event.wait(HEARTBEAT_SECONDS):
+                break
+        with contextlib.suppress(Exception):
+            client.delete(self.key)
+
+
+_heartbeat: _WorkerHeartbeat | None = None
+
+
+@signals.worker_ready.connect(weak=False, dispatch_uid="hitl-worker-heartbeat-start")
+def _start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
+    global _heartbeat
+    if not settings.REDIS_URL:
+        return
+    name = getattr(sender, "hostname", None) or f"{socket.gethostname()}:{os.getpid()}"
+    _heartbeat = _WorkerHeartbeat(name)
+    _heartbeat.start()
+
+
+@signals.worker_shutdown.connect(weak=False, dispatch_uid="hitl-worker-heartbeat-stop")
+def _stop_heartbeat(**kwargs: Any) -> None:
+    if _heartbeat is not None:
+        _heartbeat.stop_event.set()
+        _heartbeat.join(timeout=3)

@@ -1,0 +1,495 @@
+"""WebSocket consumers: authenticate on connect, re-check permission on every event,
+and send server-rendered HTML partials to the inbox and thread pages.
+
+Permission is evaluated for every event against the user's state in the database
+(active flag, groups, review-all permission). That state is reloaded for all users
+with an open socket in one batch every PERMISSION_TTL per process, so a burst of
+streamed tokens or 200 reviewers receiving the same interrupt cost three queries
+instead of hundreds, and a revoked reviewer stops receiving within about a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import weakref
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+
+from hitl.core import events
+
+log = logging.getLogger(__name__)
+
+PERMISSION_TTL = 1.0
+RENDER_TTL = 5.0
+
+
+# --- what the browser receives -------------------------------------------------------
+
+
+class HelloMessage(TypedDict):
+    type: Literal["hello"]
+
+
+class InterruptMessage(TypedDict):
+    """An interrupt appeared (with its HTML) or left the pending state (without)."""
+
+    type: Literal["interrupt.changed"]
+    thread_id: str
+    interrupt_id: str
+    status: str
+    reviewer_group_id: int | None
+    responded_by: NotRequired[str]
+    html: NotRequired[str]
+    notify: NotRequired[dict[str, str]]
+
+
+class ThreadMessage(TypedDict):
+    """A thread's status changed; `html` is its inbox row, `sections` its page sections."""
+
+    type: Literal["thread.changed"]
+    thread_id: str
+    status: str
+    html: NotRequired[str]
+    sections: NotRequired[dict[str, str]]
+
+
+class StreamMessage(TypedDict):
+    """One AG-UI event of a running thread (text deltas, tool calls, run lifecycle)."""
+
+    type: Literal["thread.event"]
+    thread_id: str
+    event: dict[str, Any]
+
+
+def _interrupt_message(message: dict[str, Any]) -> InterruptMessage:
+    """What a socket receives of a published interrupt change (before its HTML)."""
+    out: InterruptMessage = {
+        "type": "interrupt.changed",
+        "thread_id": message["thread_id"],
+        "interrupt_id": message["interrupt_id"],
+        "status": message["status"],
+        "reviewer_group_id": message.get("reviewer_group_id"),
+    }
+    if message.get("responded_by"):
+        out["responded_by"] = message["responded_by"]
+    return out
+
+
+# --- who is on the other end ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Principal:
+    active: bool
+    review_all: bool
+    staff: bool
+    group_ids: frozenset[int]
+
+
+NOBODY = Principal(active=False, review_all=False, staff=False, group_ids=frozenset())
+
+
+def load_principals(user_ids: list[int]) -> dict[int, Principal]:
+    """Current permission state of many users in three queries."""
+    User = get_user_model()
+    users = {
+        row["pk"]: row
+        for row in User.objects.filter(pk__in=user_ids).values(
+            "pk", "is_active", "is_superuser", "is_staff"
+        )
+    }
+    groups: dict[int, set[int]] = {pk: set() for pk in users}
+    for user_id, group_id in User.groups.through.objects.filter(user_id__in=users).values_list(
+        "user_id", "group_id"
+    ):
+        groups[user_id].add(group_id)
+    perm = Permission.objects.filter(codename="review_all", content_type__app_label="hitl")
+    all_groups = {g for gs in groups.values() for g in gs}
+    direct = set(perm.filter(user__in=list(users)).values_list("user__id", flat=True))
+    via_group = set(perm.filter(group__in=all_groups).values_list("group__id", flat=True))
+    result = {}
+    for pk, row in users.items():
+        review_all = bool(row["is_superuser"] or pk in direct or groups[pk] & via_group) and bool(
+            row["is_active"]
+        )
+        result[pk] = Principal(
+            active=bool(row["is_active"]),
+            review_all=review_all,
+            staff=bool(row["is_staff"]),
+            group_ids=frozenset(groups[pk]),
+        )
+    return result
+
+
+class _PrincipalCache:
+    """Per event loop: principals of every connected user, reloaded together in the
+    background every PERMISSION_TTL while sockets are open, so an event rarely waits
+    for the database to learn who may see it."""
+
+    def __init__(self) -> None:
+        self.connected: Counter[int] = Counter()
+        self.entries: dict[int, Principal] = {}
+        self.loaded_at = float("-inf")
+        self.refresh: asyncio.Task | None = None
+        self.ticker: asyncio.Task | None = None
+
+    def add(self, user_id: int, principal: Principal) -> None:
+        self.connected[user_id] += 1
+        self.entries[user_id] = principal
+        if self.ticker is None or self.ticker.done():
+            self.ticker = asyncio.ensure_future(self._tick())
+
+    def remove(self, user_id: int) -> None:
+        self.connected[user_id] -= 1
+        if self.connected[user_id] <= 0:
+            del self.connected[user_id]
+
+    async def get(self, user_id: int) -> Principal:
+        # The ticker keeps entries about PERMISSION_TTL old; wait only when it lags behind.
+        if time.monotonic() - self.loaded_at >= 2 * PERMISSION_TTL:
+            await self._refresh()
+        principal = self.entries.get(user_id)
+        if principal is None:  # connected after the running batch read its user list
+            loaded = await database_sync_to_async(load_principals)([user_id])
+            principal = self.entries[user_id] = loaded.get(user_id, NOBODY)
+        return principal
+
+    async def _tick(self) -> None:
+        while self.connected:
+            await asyncio.sleep(max(PERMISSION_TTL, 0.05))
+            if self.connected:
+                try:
+                    await self._refresh()
+                except Exception:  # a failed reload is retried; events then load on demand
+                    log.exception("could not reload socket permissions")
+
+    async def _refresh(self) -> None:
+        if self.refresh is None or self.refresh.done():
+            self.refresh = asyncio.ensure_future(self._load())
+        await asyncio.shield(self.refresh)
+
+    async def _load(self) -> None:
+        started = time.monotonic()
+        ids = list(self.connected)
+        loaded = await database_sync_to_async(load_principals)(ids) if ids else {}
+        # Merge, never replace: users who connected while this batch ran keep their entry.
+        for user_id in ids:
+            self.entries[user_id] = loaded.get(user_id, NOBODY)  # deleted users: nobody
+        for user_id in [u for u in self.entries if u not in self.connected]:
+            del self.entries[user_id]
+        self.loaded_at = started
+
+
+_principal_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def principals() -> _PrincipalCache:
+    loop = asyncio.get_running_loop()
+    cache = _principal_caches.get(loop)
+    if cache is None:
+        cache = _principal_caches[loop] = _PrincipalCache()
+    return cache
+
+
+class _RenderCache:
+    """Per event loop: one render per fragment shared by every socket that needs it."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, tuple[float, asyncio.Future]] = {}
+
+    async def get(self, key: tuple, render) -> Any:
+        now = time.monotonic()
+        if len(self.entries) > 2000:
+            self.entries = {k: v for k, v in self.entries.items() if now - v[0] < RENDER_TTL}
+        entry = self.entries.get(key)
+        if entry is None or now - entry[0] >= RENDER_TTL:
+            future = asyncio.ensure_future(database_sync_to_async(render)())
+            entry = self.entries[key] = (now, future)
+        try:
+            return await asyncio.shield(entry[1])
+        except Exception:
+            self.entries.pop(key, None)
+            log.exception("could not render %s", key)
+            return None
+
+
+_render_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Serialized inbox messages, shared by all sockets of this process (same text for all).
+_encoded: dict[tuple, str] = {}
+
+
+def renders() -> _RenderCache:
+    loop = asyncio.get_running_loop()
+    cache = _render_caches.get(loop)
+    if cache is None:
+        cache = _render_caches[loop] = _RenderCache()
+    return cache
+
+
+# --- fragments (sync, run in the database thread) -----------------------------------
+
+
+def _interrupt_row(interrupt_id: str):
+    from hitl.core.models import HumanInterrupt
+
+    return (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .select_related("thread", "reviewer_group")
+        .first()
+    )
+
+
+def render_inbox_interrupt(interrupt_id: str) -> dict[str, Any] | None:
+    from hitl.review.fragments import inbox_interrupt_fragment
+
+    return inbox_interrupt_fragment(interrupt_id)
+
+
+def render_interrupt_card(interrupt_id: str, can_answer: bool) -> str | None:
+    from hitl.review import fragments as partials
+
+    row = _interrupt_row(interrupt_id)
+    if row is None or row.status != "pending":
+        return None
+    return partials.interrupt_card(row, can_answer=can_answer)
+
+
+def render_thread_row(thread_id: str) -> str | None:
+    from hitl.core.models import Thread
+    from hitl.review import fragments as partials
+
+    thread = (
+        Thread.objects.select_related("reviewer_group", "requester").filter(pk=thread_id).first()
+    )
+    return partials.inbox_thread_row(thread) if thread else None
+
+
+# --- consumers -------------------------------------------------------------------------
+
+
+class _LiveConsumer(AsyncJsonWebsocketConsumer):
+    """Shared bits: the authenticated user, their principal, the hello on connect."""
+
+    groups_joined: list[str]
+
+    def _user_id(self) -> int | None:
+        user = self.scope.get("user")
+        return user.pk if user is not None and user.is_authenticated else None
+
+    async def _principal(self) -> Principal:
+        return await principals().get(self.user_id)
+
+    async def _join(self, groups: list[str], principal: Principal) -> None:
+        self.groups_joined = groups
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+        principals().add(self.user_id, principal)
+        self._counted = True
+        await self.accept()
+        await self.send_json(HelloMessage(type="hello"))
+
+    async def disconnect(self, code):
+        for group in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+        if getattr(self, "_counted", False):
+            principals().remove(self.user_id)
+
+    async def _send_shared(self, key: tuple, message: dict[str, Any]) -> None:
+        """Send a message that is the same for every recipient, serialized once per process."""
+        text = _encoded.get(key)
+        if text is None:
+            if len(_encoded) > 500:
+                _encoded.clear()
+            text = _encoded[key] = json.dumps(message)
+        await self.send(text_data=text)
+
+    async def _still_active(self, principal: Principal) -> bool:
+        if not principal.active:
+            await self.close(code=4401)
+            return False
+        return True
+
+    async def receive_json(self, content, **kwargs):
+        # The browser only listens; a ping keeps proxies from closing an idle socket.
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong"})
+
+
+class InboxConsumer(_LiveConsumer):
+    """Pushes interrupts routed to the reviewer's groups, and their own threads' changes."""
+
+    async def connect(self):
+        self.user_id = self._user_id()
+        if self.user_id is None:
+            await self.close(code=4401)
+            return
+        principal = (await database_sync_to_async(load_principals)([self.user_id])).get(
+            self.user_id, NOBODY
+        )
+        if not principal.active:
+            await self.close(code=4401)
+            return
+        if principal.review_all:
+            groups = [events.INBOX_ALL]
+        else:
+            groups = [events.inbox_group(g) for g in sorted(principal.group_ids)]
+            groups.append(events.user_group(self.user_id))
+        await self._join(groups, principal)
+
+    async def interrupt_changed(self, message):
+        principal = await self._principal()
+        if not await self._still_active(principal):
+            return
+        group_id = message.get("reviewer_group_id")
+        if not (principal.review_all or (group_id is not None and group_id in principal.group_ids)):
+            return
+        out = _interrupt_message(message)
+        if message["status"] == "pending":
+            # Usually attached by the publishing process (review.apps); else render it here, once.
+            rendered = message if message.get("html") else None
+            if rendered is None:
+                interrupt_id = message["interrupt_id"]
+                rendered = await renders().get(
+                    ("inbox-row", interrupt_id, group_id),
+                    lambda: render_inbox_interrupt(interrupt_id),
+                )
+            if rendered is None:
+                return  # answered or gone before we got here; its own event follows
+            out["html"], out["notify"] = rendered["html"], rendered["notify"]
+        key = ("inbox", out["interrupt_id"], out["status"], group_id, out.get("responded_by"))
+        await self._send_shared(key, dict(out))
+
+    async def thread_changed(self, message):
+        principal = await self._principal()
+        if not await self._still_active(principal):
+            return
+        if not (principal.review_all or message.get("requester_id") == self.user_id):
+            return
+        thread_id, status = message["thread_id"], message["status"]
+        html = await renders().get(
+            ("thread-row", thread_id, status), lambda: render_thread_row(thread_id)
+        )
+        out: ThreadMessage = {"type": "thread.changed", "thread_id": thread_id, "status": status}
+        if html:
+            out["html"] = html
+        await self.send_json(out)
+
+    async def thread_event(self, message):
+        """Inbox pages do not show streams."""
+
+
+class ThreadConsumer(_LiveConsumer):
+    """One thread page: its stream, its interrupts (as decision cards) and its sections."""
+
+    async def connect(self):
+        self.user_id = self._user_id()
+        self.thread_id = str(self.scope["url_route"]["kwargs"]["thread_id"])
+        self._access: tuple[float, bool] = (float("-inf"), False)
+        if self.user_id is None:
+            await self.close(code=4401)
+            return
+        principal = (await database_sync_to_async(load_principals)([self.user_id])).get(
+            self.user_id, NOBODY
+        )
+        if not await database_sync_to_async(self._can_view)(principal):
+            await self.close(code=4403)
+            return
+        self._access = (time.monotonic(), True)
+        await self._join([events.thread_group(self.thread_id)], principal)
+
+    def _can_view(self, principal: Principal) -> bool:
+        from hitl.core.models import HumanInterrupt, Thread
+
+        if not principal.active:
+            return False
+        thread = Thread.objects.filter(pk=self.thread_id).values(
+            "requester_id", "reviewer_group_id"
+        )
+        thread = thread.first()
+        if thread is None:
+            return False
+        if thread["requester_id"] == self.user_id or principal.review_all or principal.staff:
+            return True
+        if thread["reviewer_group_id"] in principal.group_ids:
+            return True
+        return HumanInterrupt.objects.filter(
+            thread_id=self.thread_id, reviewer_group_id__in=principal.group_ids
+        ).exists()
+
+    async def _allowed(self) -> Principal | None:
+        principal = await self._principal()
+        if not await self._still_active(principal):
+            return None
+        checked_at, allowed = self._access
+        if time.monotonic() - checked_at >= PERMISSION_TTL:
+            allowed = await database_sync_to_async(self._can_view)(principal)
+            self._access = (time.monotonic(), allowed)
+        if not allowed:
+            await self.close(code=4403)
+            return None
+        return principal
+
+    async def thread_event(self, message):
+        if await self._allowed() is None:
+            return
+        out: StreamMessage = {
+            "type": "thread.event",
+            "thread_id": message["thread_id"],
+            "event": message["event"],
+        }
+        await self.send_json(out)
+
+    async def interrupt_changed(self, message):
+        principal = await self._allowed()
+        if principal is None:
+            return
+        group_id = message.get("reviewer_group_id")
+        out = _interrupt_message(message)
+        if message["status"] == "pending":
+            can_answer = principal.review_all or (
+                group_id is not None and group_id in principal.group_ids
+            )
+            interrupt_id = message["interrupt_id"]
+            html = await renders().get(
+                ("card", interrupt_id, group_id, can_answer),
+                lambda: render_interrupt_card(interrupt_id, can_answer),
+            )
+            if html is None:
+                return
+            out["html"] = html
+        await self.send_json(out)
+
+    async def thread_changed(self, message):
+        if await self._allowed() is None:
+            return
+        sections = await database_sync_to_async(self._sections)()
+        out: ThreadMessage = {
+            "type": "thread.changed",
+            "thread_id": message["thread_id"],
+            "status": message["status"],
+        }
+        if sections is not None:
+            out["sections"] = sections
+        await self.send_json(out)
+
+    def _sections(self) -> dict[str, str] | None:
+        from hitl.core.models import Thread
+        from hitl.review import fragments as partials
+
+        thread = (
+            Thread.objects.select_related("requester", "reviewer_group")
+            .filter(pk=self.thread_id)
+            .first()
+        )
+        if thread is None:
+            return None
+        return partials.thread_sections(thread, self.scope["user"])

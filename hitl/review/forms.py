@@ -1,0 +1,238 @@
+"""Forms of the reviewer web app: start a thread, filter the inbox, decide an interrupt."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from agents.tools.clarification import CLARIFICATION_TYPES
+from hitl.core.models import HumanInterrupt
+from hitl.core.registry import registry
+from hitl.review.rendering import (
+    BOOLEAN,
+    CHOICE,
+    INTEGER,
+    JSON,
+    NUMBER,
+    STRING,
+    TEXT,
+    ArgField,
+    arg_fields,
+)
+from hitl.review.selectors import TABS, InboxQuery
+
+
+class StartThreadForm(forms.Form):
+    graph = forms.ChoiceField(choices=())
+    title = forms.CharField(max_length=200, required=False)
+    input = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        required=False,
+        initial="{}",
+        help_text="A JSON object handed to the graph.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["graph"].choices = [(name, name) for name in registry.names()]
+        if settings.HITL_DEFAULT_GRAPH in registry.targets:
+            self.fields["graph"].initial = settings.HITL_DEFAULT_GRAPH
+
+    def clean_input(self):
+        raw = self.cleaned_data["input"].strip() or "{}"
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Input is not valid JSON: {exc.msg}.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Input must be a JSON object.")
+        return value
+
+
+class InboxFilterForm(forms.Form):
+    """The inbox's query string; anything malformed falls back to the default."""
+
+    tab = forms.ChoiceField(choices=[(t, t) for t in TABS], required=False)
+    group = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    graph = forms.ChoiceField(required=False)
+    clarification = forms.ChoiceField(
+        choices=[("", "any type")] + [(c, c.replace("_", " ")) for c in CLARIFICATION_TYPES],
+        required=False,
+    )
+    mine = forms.BooleanField(required=False)
+    order = forms.ChoiceField(
+        choices=[("newest", "newest first"), ("oldest", "oldest first")], required=False
+    )
+    after = forms.CharField(required=False, max_length=200)
+    before = forms.CharField(required=False, max_length=200)
+    last = forms.BooleanField(required=False)
+
+    def __init__(self, data, *, groups, default_tab: str = "pending"):
+        super().__init__(data)
+        self.default_tab = default_tab
+        self.fields["group"].choices = [("", "all groups")] + [(g.pk, g.name) for g in groups]
+        self.fields["graph"].choices = [("", "all graphs")] + [(n, n) for n in registry.names()]
+
+    def query(self) -> InboxQuery:
+        self.is_valid()
+        data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
+        return InboxQuery(
+            tab=data.get("tab") or self.default_tab,
+            group=data.get("group"),
+            graph=data.get("graph") or "",
+            clarification=data.get("clarification") or "",
+            mine=bool(data.get("mine")),
+            order=data.get("order") or "newest",
+            after=data.get("after") or "",
+            before=data.get("before") or "",
+            last=bool(data.get("last")),
+        )
+
+
+class NumberField(forms.Field):
+    """A JSON number: integral input stays an int, anything else a float."""
+
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        try:
+            number = json.loads(str(value).strip())
+        except json.JSONDecodeError:
+            number = None
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise forms.ValidationError("Enter a number.")
+        return number
+
+
+class PrettyJSONField(forms.JSONField):
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _arg_form_field(arg: ArgField) -> forms.Field:
+    attrs = {"data-type": arg.type_label, "data-key": arg.key, "spellcheck": "false"}
+    common = {"required": False, "label": arg.key, "help_text": arg.description}
+    if arg.widget == BOOLEAN:
+        if arg.present:
+            return forms.BooleanField(
+                initial=bool(arg.value), widget=forms.CheckboxInput(attrs=attrs), **common
+            )
+        return forms.NullBooleanField(widget=forms.NullBooleanSelect(attrs=attrs), **common)
+    if arg.widget == INTEGER:
+        attrs.update({"step": "1", "inputmode": "numeric"})
+        if arg.minimum is not None:
+            attrs["min"] = arg.minimum
+        if arg.maximum is not None:
+            attrs["max"] = arg.maximum
+        return forms.IntegerField(
+            initial=arg.value, widget=forms.NumberInput(attrs=attrs), **common
+        )
+    if arg.widget == NUMBER:
+        attrs["inputmode"] = "decimal"
+        return NumberField(initial=arg.display, widget=forms.TextInput(attrs=attrs), **common)
+    if arg.widget == CHOICE:
+        choices = ([] if arg.present else [("", "—")]) + arg.choice_values
+        return forms.ChoiceField(
+            choices=choices,
+            initial=arg.current_choice if arg.present else "",
+            widget=forms.Select(attrs=attrs),
+            **common,
+        )
+    if arg.widget == JSON:
+        rows = min(12, max(3, arg.display.count("\n") + 2))
+        return PrettyJSONField(
+            initial=arg.value,
+            widget=forms.Textarea(attrs={**attrs, "rows": rows, "class": "json-editor"}),
+            **common,
+        )
+    if arg.widget == TEXT:
+        return forms.CharField(
+            initial=arg.value,
+            strip=False,
+            widget=forms.Textarea(attrs={**attrs, "rows": 4}),
+            **common,
+        )
+    return forms.CharField(
+        initial=arg.value, strip=False, widget=forms.TextInput(attrs=attrs), **common
+    )
+
+
+class DecisionForm(forms.Form):
+    """One decision on one interrupt; the edit fields keep each argument's JSON type."""
+
+    type = forms.ChoiceField(
+        choices=[(t, t) for t in ("accept", "edit", "response", "ignore")], required=False
+    )
+    choice = forms.CharField(required=False, max_length=2000)
+    response = forms.CharField(
+        required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 3})
+    )
+
+    def __init__(self, data=None, *, interrupt: HumanInterrupt):
+        super().__init__(data, auto_id=f"id_{interrupt.pk.hex[:8]}_%s")
+        self.interrupt = interrupt
+        self.arg_fields = arg_fields(interrupt.args, interrupt.args_schema)
+        if interrupt.allow_edit:
+            for arg in self.arg_fields:
+                if not arg.locked:
+                    self.fields[arg.name] = _arg_form_field(arg)
+
+    def edit_rows(self):
+        """(argument, bound field or None when the argument is locked) in display order."""
+        return [
+            (arg, self[arg.name] if arg.name in self.fields else None) for arg in self.arg_fields
+        ]
+
+    def clean(self):
+        cleaned = super().clean()
+        kind = cleaned.get("type") or ""
+        if cleaned.get("choice"):
+            kind = "response"
+            cleaned["response"] = cleaned["choice"]
+        if not kind:
+            raise forms.ValidationError("Choose a decision.")
+        if kind not in self.interrupt.allowed_types:
+            allowed = ", ".join(self.interrupt.allowed_types) or "nothing"
+            raise forms.ValidationError(
+                f"This interrupt does not allow {kind} (allowed: {allowed})."
+            )
+        if kind == "response" and not (cleaned.get("response") or "").strip():
+            self.add_error("response", "Write a response (or pick an option).")
+        if kind != "edit":
+            # Edit fields are only validated for an edit; a bad number must not block accept.
+            for arg in self.arg_fields:
+                self.errors.pop(arg.name, None)
+        cleaned["type"] = kind
+        return cleaned
+
+    def decision(self) -> tuple[str, Any]:
+        """(response_type, args) for services.interrupt_resolve."""
+        kind = self.cleaned_data["type"]
+        if kind == "response":
+            return kind, self.cleaned_data["response"].replace("\r\n", "\n")
+        if kind == "edit":
+            return kind, {"action": self.interrupt.action, "args": self._edited_args()}
+        return kind, None
+
+    def _edited_args(self) -> dict[str, Any]:
+        args: dict[str, Any] = {}
+        for arg in self.arg_fields:
+            if arg.locked:
+                args[arg.key] = arg.value
+                continue
+            value = self.cleaned_data.get(arg.name)
+            if isinstance(value, str) and arg.widget in (STRING, TEXT):
+                value = value.replace("\r\n", "\n")  # browsers send textarea lines as CRLF
+            if arg.widget == CHOICE and value not in (None, ""):
+                value = json.loads(value)
+            elif arg.widget == CHOICE:
+                value = None
+            if not arg.present and value in (None, ""):
+                continue  # an optional argument the agent left out stays out
+            args[arg.key] = value
+        return args

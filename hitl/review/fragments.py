@@ -1,0 +1,158 @@
+"""Server-rendered HTML fragments, shared by the pages and the live WebSocket messages.
+
+Fragments rendered for a socket have no request, so forms in them carry an empty
+CSRF field that the page script fills from the page's own token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from hitl.core.audit import audit_for_thread
+from hitl.core.models import HumanInterrupt, Thread
+from hitl.core.selectors import thread_pending_interrupts, thread_runs, user_can_review
+from hitl.review.forms import DecisionForm
+from hitl.review.rendering import markdown, pretty_json
+from hitl.review.selectors import (
+    interrupt_clarification,
+    thread_artifacts,
+    thread_conversation,
+    thread_final_result,
+)
+
+
+def interrupt_context(
+    row: HumanInterrupt, *, can_answer: bool, form: DecisionForm | None = None, error: str = ""
+) -> dict[str, Any]:
+    form = form or DecisionForm(interrupt=row)
+    raw = row.raw_value
+    return {
+        "row": row,
+        "form": form,
+        "error": error,
+        "can_answer": can_answer,
+        "description_html": markdown(row.description),
+        "clarification": interrupt_clarification(row),
+        "raw_json": pretty_json(raw) if row.kind == HumanInterrupt.Kind.RAW else "",
+        "raw_is_text": isinstance(raw, str),
+    }
+
+
+def interrupt_card(row: HumanInterrupt, *, can_answer: bool, request=None, **extra) -> str:
+    return render_to_string(
+        "hitl/partials/interrupt_card.html",
+        interrupt_context(row, can_answer=can_answer, **extra),
+        request=request,
+    )
+
+
+def inbox_interrupt_row(row: HumanInterrupt, request=None) -> str:
+    return render_to_string("hitl/partials/inbox_interrupt_row.html", {"row": row}, request=request)
+
+
+def inbox_interrupt_fragment(interrupt_id: Any) -> dict[str, Any] | None:
+    """A pending interrupt's inbox row and notification text, or None if it is not pending."""
+    row = (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .select_related("thread", "reviewer_group")
+        .first()
+    )
+    if row is None or row.status != HumanInterrupt.Status.PENDING:
+        return None
+    clarification = interrupt_clarification(row)
+    title = (
+        (clarification or {}).get("question")
+        or (f"Approve {row.action}" if row.action else "")
+        or "The agent asks"
+    )
+    return {
+        "html": inbox_interrupt_row(row),
+        "notify": {"title": title[:120], "body": (row.thread.title or row.description)[:200]},
+    }
+
+
+def attach_inbox_row(message: dict[str, Any]) -> None:
+    """Add a new pending interrupt's inbox row to its InterruptChanged message."""
+    fragment = inbox_interrupt_fragment(message["interrupt_id"])
+    if fragment is not None:
+        message["html"], message["notify"] = fragment["html"], fragment["notify"]
+
+
+def inbox_thread_row(thread: Thread, request=None) -> str:
+    if not hasattr(thread, "pending_items"):
+        thread.pending_items = list(thread_pending_interrupts(thread))
+    return render_to_string(
+        "hitl/partials/inbox_thread_row.html", {"thread": thread}, request=request
+    )
+
+
+def thread_context(thread: Thread, user) -> dict[str, Any]:
+    """Everything the thread page shows except the pending interrupt cards."""
+    runs = list(thread_runs(thread).select_related("created_by")[:30])
+    decided = list(
+        thread.interrupts.exclude(status=HumanInterrupt.Status.PENDING)
+        .select_related("responded_by")
+        .order_by("-responded_at", "-created_at")[:30]
+    )
+    for row in decided:
+        row.response_json = pretty_json(row.response_args) if row.response_args is not None else ""
+    final = thread_final_result(thread)
+    return {
+        "final_items": _result_items(final.final_result) if final else [],
+        "thread": thread,
+        "runs": runs,
+        "decided": decided,
+        "final_run": final,
+        "final_json": pretty_json(final.final_result) if final else "",
+        "artifacts": thread_artifacts(thread),
+        "conversation": thread_conversation(thread),
+        "audit": audit_for_thread(thread, limit=200),
+        "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
+        and (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")),
+    }
+
+
+def _result_items(value: Any) -> list[tuple[str, str, bool]]:
+    """A dict result as (label, text, is_block) rows, summary first; other values render as JSON."""
+    if not isinstance(value, dict):
+        return []
+    keys = sorted(value, key=lambda k: (k not in ("summary", "message", "answer"), 0))
+    items = []
+    for key in keys:
+        item = value[key]
+        label = str(key).replace("_", " ")
+        if isinstance(item, str):
+            items.append((label, item, "\n" in item))
+        elif item is None:
+            items.append((label, "—", False))
+        elif isinstance(item, bool):
+            items.append((label, "yes" if item else "no", False))
+        elif isinstance(item, list) and all(isinstance(i, str) for i in item):
+            shown = [i.rsplit("/", 1)[-1] if i.startswith("/mnt/user-data/") else i for i in item]
+            items.append((label, ", ".join(shown) or "—", False))
+        elif isinstance(item, (dict, list)):
+            items.append((label, pretty_json(item), True))
+        else:
+            items.append((label, pretty_json(item), False))
+    return items
+
+
+SECTIONS = ("status", "actions", "result", "artifacts", "conversation", "runs")
+
+
+def thread_sections(thread: Thread, user, request=None) -> dict[str, str]:
+    """Each live-updated section of the thread page as HTML, keyed by section name."""
+    context = thread_context(thread, user)
+    return {
+        name: render_to_string(f"hitl/partials/thread_{name}.html", context, request=request)
+        for name in SECTIONS
+    }
+
+
+def thread_interrupt_cards(thread: Thread, user, request=None) -> list[tuple[HumanInterrupt, str]]:
+    return [
+        (row, interrupt_card(row, can_answer=user_can_review(user, row), request=request))
+        for row in thread_pending_interrupts(thread)
+    ]

@@ -1,0 +1,65 @@
+"""Small template filters for the reviewer web app."""
+
+from django import template
+from django.template.defaultfilters import filesizeformat
+
+register = template.Library()
+
+
+@register.filter
+def words(value) -> str:
+    """snake_case to words: approach_choice -> approach choice."""
+    return str(value or "").replace("_", " ").strip()
+
+
+@register.filter
+def size(value) -> str:
+    return filesizeformat(value or 0)
+
+
+@register.filter
+def duration(run) -> str:
+    """A run's wall time, short."""
+    delta = getattr(run, "duration", None)
+    if delta is None:
+        return ""
+    seconds = delta.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+@register.filter
+def plain(value) -> str:
+    """Agent markdown as one line of plain text, for list summaries (escaped on output)."""
+    import html
+
+    import nh3
+
+    from hitl.review.rendering import markdown
+
+    text = nh3.clean(str(markdown(value)), tags=set())
+    return " ".join(html.unescape(text).split())
+
+
+@register.filter
+def ago(value) -> str:
+    """'just now', '5 minutes ago', '2 hours ago'."""
+    from django.utils import timezone
+    from django.utils.timesince import timesince
+
+    if not value:
+        return ""
+    if (timezone.now() - value).total_seconds() < 60:
+        return "just now"
+    return timesince(value, depth=1) + " ago"
+
+
+@register.filter
+def clarification_of(row):
+    """The clarification an interrupt carries (type, question, options), or None."""
+    from hitl.review.selectors import interrupt_clarification
+
+    return interrupt_clarification(row)

@@ -1,0 +1,270 @@
+"""Server-rendered pages: the inbox, a thread, decisions, and artifact downloads."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET, require_POST
+
+from hitl.core import services
+from hitl.core.models import Artifact, HumanInterrupt, Thread
+from hitl.core.selectors import (
+    user_can_review,
+    user_can_review_all,
+    user_can_view_thread,
+    user_group_ids,
+)
+from hitl.review import fragments as partials
+from hitl.review.forms import DecisionForm, InboxFilterForm, StartThreadForm
+from hitl.review.selectors import (
+    INLINE_IMAGE_TYPES,
+    TABS,
+    THREAD_TABS,
+    InboxQuery,
+    artifact_mime,
+    artifact_open,
+    inbox_page,
+    next_pending_for,
+    pending_count_for,
+    pending_interrupts_for,
+    reviewer_groups_for_filter,
+)
+
+
+def _is_reviewer(user) -> bool:
+    return user_can_review_all(user) or bool(user_group_ids(user))
+
+
+@login_required
+@require_GET
+def inbox(request):
+    groups = reviewer_groups_for_filter(request.user)
+    default_tab = "pending" if _is_reviewer(request.user) else "all"
+    filters = InboxFilterForm(request.GET, groups=groups, default_tab=default_tab)
+    query = filters.query()
+    page = inbox_page(request.user, query)
+    if page.cursor_error:
+        messages.warning(request, "That page link is no longer valid; showing the first page.")
+    base = {
+        k: v
+        for k, v in {
+            "tab": query.tab,
+            "group": query.group or "",
+            "graph": query.graph,
+            "clarification": query.clarification,
+            "mine": "1" if query.mine else "",
+            "order": query.order if query.order != "newest" else "",
+        }.items()
+        if v
+    }
+
+    def link(**extra) -> str:
+        return "?" + urlencode({**base, **extra})
+
+    context = {
+        "filters": filters,
+        "query": query,
+        "page": page,
+        "tabs": [(t, "?" + urlencode({**base, "tab": t})) for t in TABS],
+        "thread_tabs": THREAD_TABS,
+        "pending_count": pending_count_for(request.user),
+        "first_url": link(),
+        "next_url": link(after=page.next_cursor) if page.has_next else "",
+        "prev_url": link(before=page.prev_cursor) if page.has_prev else "",
+        "last_url": link(last="1"),
+        "first_page": not (query.after or query.before or query.last),
+        "is_reviewer": _is_reviewer(request.user),
+        "my_groups": sorted(user_group_ids(request.user)),
+    }
+    if request.GET.get("partial"):
+        return render(request, "hitl/partials/inbox_list.html", context)
+    return render(request, "hitl/inbox.html", context)
+
+
+@login_required
+def thread_new(request):
+    form = StartThreadForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = services.run_start(
+                graph=form.cleaned_data["graph"],
+                input=form.cleaned_data["input"],
+                title=form.cleaned_data["title"],
+                user=request.user,
+            )
+        except services.ServiceError as exc:
+            form.add_error(None, exc.message)
+        else:
+            return redirect("thread", thread_id=run.thread_id)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "hitl/thread_new.html", {"form": form}, status=status)
+
+
+def _thread_or_404(request, thread_id) -> Thread:
+    thread = (
+        Thread.objects.filter(pk=thread_id).select_related("requester", "reviewer_group").first()
+    )
+    if thread is None or not user_can_view_thread(request.user, thread):
+        raise Http404("No such thread.")
+    return thread
+
+
+def _render_thread(request, thread: Thread, *, failed=None, status: int = 200):
+    """The thread page; `failed` is (interrupt, bound form, error) to show inline."""
+    cards = []
+    for row in partials.thread_pending_interrupts(thread):
+        extra = {}
+        if failed and failed[0].pk == row.pk:
+            extra = {"form": failed[1], "error": failed[2]}
+        context = partials.interrupt_context(
+            row, can_answer=user_can_review(request.user, row), **extra
+        )
+        cards.append(context)
+    context = partials.thread_context(thread, request.user)
+    context["cards"] = cards
+    return render(request, "hitl/thread.html", context, status=status)
+
+
+@login_required
+@require_GET
+def thread_detail(request, thread_id):
+    return _render_thread(request, _thread_or_404(request, thread_id))
+
+
+@login_required
+@require_GET
+def thread_live(request, thread_id):
+    """Every live section of a thread page, for a page that reconnects after a drop."""
+    thread = _thread_or_404(request, thread_id)
+    cards = partials.thread_interrupt_cards(thread, request.user, request=request)
+    return JsonResponse(
+        {
+            "status": thread.status,
+            "sections": partials.thread_sections(thread, request.user, request=request),
+            "interrupts": [{"id": str(row.pk), "html": html} for row, html in cards],
+        }
+    )
+
+
+@login_required
+@require_GET
+def thread_status(request, thread_id):
+    thread = _thread_or_404(request, thread_id)
+    return JsonResponse({"status": thread.status, "pending": thread.interrupts.pending().count()})
+
+
+def _wants_json(request) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+@login_required
+@require_POST
+def interrupt_decide(request, interrupt_id):
+    """Record a decision from a card's form (or, as JSON, from the inbox's quick keys)."""
+    row = (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .select_related("thread", "reviewer_group")
+        .first()
+    )
+    if row is None or not (
+        user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)
+    ):
+        raise Http404("No such interrupt.")
+    thread_url = reverse("thread", args=[row.thread_id])
+    as_json = _wants_json(request)
+    form = DecisionForm(request.POST, interrupt=row)
+    if not form.is_valid() and row.status == HumanInterrupt.Status.PENDING:
+        error = "; ".join(form.non_field_errors()) or "Fix the highlighted fields."
+        if as_json:
+            return JsonResponse({"error": error, "fields": form.errors}, status=400)
+        return _render_thread(request, row.thread, failed=(row, form, error), status=400)
+    # A decided row goes to the service whatever the form says: it names who answered.
+    response_type, args = form.decision() if form.is_valid() else ("accept", None)
+    try:
+        services.interrupt_resolve(
+            interrupt_id=row.pk, user=request.user, response_type=response_type, args=args
+        )
+    except services.ServiceError as exc:
+        if as_json:
+            return JsonResponse({"error": exc.message}, status=exc.status_code)
+        if isinstance(exc, services.Invalid):
+            return _render_thread(request, row.thread, failed=(row, form, exc.message), status=400)
+        # Already answered (by whom), no longer pending, or not routed to this reviewer.
+        messages.error(request, exc.message)
+        return redirect(thread_url)
+    following = next_pending_for(request.user, row)
+    next_url = (
+        reverse("thread", args=[following.thread_id]) + f"#interrupt-{following.pk}"
+        if following
+        else thread_url
+    )
+    if as_json:
+        return JsonResponse({"ok": True, "next": next_url})
+    label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
+    what = row.action or "the question"
+    moved = following is not None and following.thread_id != row.thread_id
+    where = f" on “{row.thread.title}”; here is the next one" if moved else ""
+    messages.success(request, f"{label.get(response_type, 'Ignored')}: {what}{where}.")
+    return redirect(next_url)
+
+
+@login_required
+@require_GET
+def interrupt_next(request):
+    """Open the newest pending item routed to the user (the "n" key)."""
+    row = pending_interrupts_for(request.user, InboxQuery()).order_by("-created_at", "-pk").first()
+    if row is None:
+        messages.info(request, "Nothing waits for you.")
+        return redirect("home")
+    return redirect(reverse("thread", args=[row.thread_id]) + f"#interrupt-{row.pk}")
+
+
+@login_required
+@require_POST
+def thread_cancel(request, thread_id):
+    thread = _thread_or_404(request, thread_id)
+    try:
+        services.thread_cancel(thread=thread, user=request.user)
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Thread cancelled.")
+    return redirect("thread", thread_id=thread.pk)
+
+
+@login_required
+@require_GET
+def artifact_download(request, thread_id, artifact_id):
+    """Serve a thread's file to those who may see the thread.
+
+    Only raster images are ever shown inline; everything else (HTML and SVG above
+    all) is an attachment, and nosniff stops browsers from guessing otherwise.
+    """
+    thread = _thread_or_404(request, thread_id)
+    artifact = Artifact.objects.filter(pk=artifact_id, thread=thread).first()
+    if artifact is None:
+        raise Http404("No such file.")
+    handle = artifact_open(artifact)
+    if handle is None:
+        return HttpResponse(
+            "The file is no longer in storage.", status=410, content_type="text/plain"
+        )
+    mime = artifact_mime(artifact)
+    name = artifact.path.rsplit("/", 1)[-1]
+    inline = request.GET.get("inline") == "1" and mime in INLINE_IMAGE_TYPES
+    if mime not in INLINE_IMAGE_TYPES and not mime.startswith("text/"):
+        mime = "application/octet-stream"
+    elif mime.startswith("text/"):
+        mime = "text/plain; charset=utf-8"
+    response = FileResponse(handle, content_type=mime)
+    response["Content-Disposition"] = content_disposition_header(not inline, name)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=300"
+    return response

@@ -1,0 +1,162 @@
+"""A real daphne server and a real Celery worker shared by a test module, plus helpers.
+
+Started once per module (each start costs seconds); every test still gets a flushed
+database through `transactional_db`. Both processes get webhook settings that let
+them POST to a receiver on 127.0.0.1, with a short backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import BIN, free_port, service_env, spawn, start_celery_worker, wait_for
+
+WEBHOOK_SECRET = "h6-test-webhook-secret"
+STACK_ENV = {
+    "HITL_WEBHOOK_HOSTS": "127.0.0.1",
+    "HITL_WEBHOOK_SECRET": WEBHOOK_SECRET,
+    "HITL_WEBHOOK_BACKOFF_SECONDS": "0.2",
+    "HITL_WEBHOOK_MAX_ATTEMPTS": "4",
+    "HITL_API_WAIT_SECONDS": "30",
+}
+
+
+@dataclass
+class Stack:
+    base_url: str
+    log_dir: Path
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-3000:] for p in self.log_dir.glob("*.log"))
+
+
+def start_daphne(database_url: str, log: Path, **extra_env: str):
+    port = free_port()
+    proc = spawn(
+        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        service_env(database_url, **extra_env),
+        log,
+    )
+
+    def up() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(up, 30, 0.1, "daphne to listen")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
+    """daphne + one Celery worker on the test database, for the whole module."""
+    log_dir = tmp_path_factory.mktemp("stack")
+    worker = start_celery_worker(
+        test_database_url, log_dir / "celery.log", name="h6api", concurrency=2, **STACK_ENV
+    )
+    server, base_url = start_daphne(test_database_url, log_dir / "daphne.log", **STACK_ENV)
+    try:
+        yield Stack(base_url=base_url, log_dir=log_dir)
+    finally:
+        server.stop()
+        worker.stop()
+
+
+@pytest.fixture
+def live(stack, transactional_db, settings) -> Stack:
+    """The shared stack, with this process's settings matching the servers'."""
+    settings.HITL_WEBHOOK_HOSTS = ["127.0.0.1"]
+    settings.HITL_WEBHOOK_SECRET = WEBHOOK_SECRET
+    return stack
+
+
+def token_for(user) -> str:
+    from hitl.core.models import ApiToken
+
+    return ApiToken.issue(user=user, name="api-compat")[1]
+
+
+def sdk_client(base_url: str, user):
+    from langgraph_sdk import get_sync_client
+
+    return get_sync_client(url=f"{base_url}/langgraph", api_key=token_for(user))
+
+
+# --- a local webhook receiver ---------------------------------------------------------
+
+
+@dataclass
+class Receiver:
+    url: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    fail_first: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def events(self) -> list[str]:
+        with self.lock:
+            return [r["json"]["event"] for r in self.requests if r["status"] == 200]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """An HTTP server on 127.0.0.1 recording POSTs; fails the first `fail_first` with 500."""
+    state = Receiver(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with state.lock:
+                status = 500 if len(state.requests) < state.fail_first else 200
+                state.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                        "json": json.loads(body or b"null"),
+                        "status": status,
+                    }
+                )
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):  # keep test output quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+# --- SSE parsing ------------------------------------------------------------------
+
+
+def parse_sse(text: str) -> list[tuple[str, Any]]:
+    """(event, data) pairs of a server-sent event stream."""
+    out = []
+    for block in text.split("\n\n"):
+        event, data = "message", []
+        for line in block.splitlines():
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+        if data:
+            out.append((event, json.loads("\n".join(data))))
+    return out

@@ -1,0 +1,102 @@
+"""Schemathesis against the served OpenAPI documents: no input gets a 5xx.
+
+A real daphne server with runs not dispatched (HITL_EXECUTOR=manual) and a
+1-second wait limit, so generated runs/wait and stream calls return quickly.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.generation.modes import GenerationMode
+
+from tests.api.conftest import start_daphne, token_for
+
+pytestmark = pytest.mark.postgres
+
+EXAMPLES = 5  # per operation and mode: bounded, the suite stays fast
+
+
+@pytest.fixture(scope="module")
+def fuzz_server(test_database_url, tmp_path_factory):
+    proc, base_url = start_daphne(
+        test_database_url,
+        tmp_path_factory.mktemp("fuzz") / "daphne.log",
+        HITL_EXECUTOR="manual",
+        HITL_API_WAIT_SECONDS="1",
+        HITL_WEBHOOK_HOSTS="127.0.0.1",
+    )
+    yield base_url
+    proc.stop()
+
+
+def _fuzz(
+    base_url: str, document: str, headers: dict[str, str], known: dict[str, str] | None = None
+) -> list[str]:
+    """Fuzz every operation; with `known`, path parameters of that name use real ids."""
+    raw = httpx.get(f"{base_url}{document}", timeout=10).json()
+    schema = schemathesis.openapi.from_dict(raw)
+    failures: list[str] = []
+    checked = operations = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        path_parameters = {k: v for k, v in (known or {}).items() if f"{{{k}}}" in operation.path}
+        if known is not None and not path_parameters:
+            continue  # the random pass already covered it
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+            @settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                suppress_health_check=list(HealthCheck),
+            )
+            @given(
+                case=operation.as_strategy(generation_mode=mode, path_parameters=path_parameters)
+            )
+            def check(case):
+                nonlocal checked
+                response = case.call(base_url=base_url, headers=headers, timeout=15)
+                checked += 1
+                if response.status_code >= 500:
+                    failures.append(
+                        f"{case.method} {case.formatted_path} -> {response.status_code}: "
+                        f"{response.text[:200]}"
+                    )
+
+            try:
+                check()
+            except Unsatisfiable:  # nothing to get wrong (no parameters, no body)
+                assert mode == GenerationMode.NEGATIVE
+        operations += 1
+    assert checked >= operations * EXAMPLES, "the fuzzer barely ran"
+    return failures
+
+
+def test_the_langgraph_api_never_answers_5xx(
+    fuzz_server, transactional_db, reviewer, manual_runs, api_for
+):
+    key = {"x-api-key": token_for(reviewer)}
+    assert _fuzz(fuzz_server, "/langgraph/openapi.json", key) == []
+    # Again with real ids, so generated bodies reach a thread waiting for an answer.
+    started = api_for(reviewer).post("/api/v1/threads", {"graph": "approval", "input": {}}).json()
+    assert manual_runs(started["run_id"]) == "interrupted"
+    known = {
+        "thread_id": started["thread_id"],
+        "run_id": started["run_id"],
+        "assistant_id": "approval",
+        "checkpoint_id": httpx.get(
+            f"{fuzz_server}/langgraph/threads/{started['thread_id']}/state", headers=key
+        ).json()["checkpoint"]["checkpoint_id"],
+    }
+    assert _fuzz(fuzz_server, "/langgraph/openapi.json", key, known) == []
+
+
+def test_the_ag_ui_endpoint_never_answers_5xx(fuzz_server, transactional_db, reviewer):
+    key = {"x-api-key": token_for(reviewer)}
+    assert _fuzz(fuzz_server, "/agui/openapi.json", key) == []
+    assert _fuzz(fuzz_server, "/agui/openapi.json", key, {"graph": "client_tools"}) == []

@@ -1,0 +1,43 @@
+"""Waiting on threads over the real Redis channel layer."""
+
+import asyncio
+import uuid
+
+import pytest
+
+from hitl.core import events
+from hitl.core.waiting import ThreadSubscription
+
+pytestmark = pytest.mark.postgres
+
+
+async def _drain(sub: ThreadSubscription, seconds: float) -> list[dict]:
+    got = []
+    while (message := await sub.get(seconds)) is not None:
+        got.append(message)
+    return got
+
+
+def test_status_waiters_skip_streamed_events_and_get_each_change_once():
+    from channels.layers import get_channel_layer
+
+    thread_id = uuid.uuid4()
+
+    async def scenario():
+        layer = get_channel_layer()
+        async with (
+            ThreadSubscription(thread_id) as full,
+            ThreadSubscription(thread_id, status_only=True) as status,
+        ):
+            event = {"type": "thread.event", "thread_id": str(thread_id), "event": {"type": "STEP"}}
+            await layer.group_send(events.thread_group(thread_id), event)
+            change = {"type": "thread.changed", "thread_id": str(thread_id), "status": "done"}
+            change["eid"] = uuid.uuid4().hex
+            # Published to both groups, as events.publish_thread_changed does.
+            await layer.group_send(events.thread_group(thread_id), change)
+            await layer.group_send(events.thread_status_group(thread_id), change)
+            return await _drain(full, 0.5), await _drain(status, 0.2)
+
+    full_got, status_got = asyncio.run(scenario())
+    assert [m["type"] for m in full_got] == ["thread.event", "thread.changed"]
+    assert [m["type"] for m in status_got] == ["thread.changed"]
