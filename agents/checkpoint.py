@@ -26,6 +26,8 @@ def _make(url: str, pool_size: int) -> Any:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
+            # Checked before use: a connection the server dropped is replaced, not used.
+            check=ConnectionPool.check_connection,
             open=True,
         )
         with pool.connection() as conn:

@@ -57,6 +57,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees every view's exception: a database/Redis outage is a 503, not a 500.
+    "hitl.outage.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "hitl.urls"
@@ -98,6 +100,9 @@ else:
     # A bounded psycopg pool per process. Under ASGI each request may run on its own
     # thread, so per-thread persistent connections would pile up past max_connections.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # The pool checks each connection before handing it out, so sessions the server
+    # dropped (restart, failover, pg_terminate_backend) are replaced, not used.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": envint("DB_POOL_MIN_SIZE", 1),
         "max_size": envint("DB_POOL_MAX_SIZE", 8),
@@ -202,10 +207,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Periodic maintenance (celery beat): expire overdue interrupts, requeue runs whose
 # lease expired, re-send queued runs whose broker message never arrived.
 HITL_EXPIRY_SWEEP_SECONDS = envfloat("HITL_EXPIRY_SWEEP_SECONDS", 15.0)
-HITL_REAPER_SECONDS = envfloat("HITL_REAPER_SECONDS", 30.0)
+HITL_REAPER_SECONDS = envfloat("HITL_REAPER_SECONDS", 2.0)
 # A queued run whose message was sent this long ago without being picked up is re-sent
 # (a broker restart without persistence loses messages); duplicates are harmless.
-HITL_REDISPATCH_AFTER = envfloat("HITL_REDISPATCH_AFTER", 300.0)
+HITL_REDISPATCH_AFTER = envfloat("HITL_REDISPATCH_AFTER", 20.0)
 HITL_MAX_ESCALATIONS = envint("HITL_MAX_ESCALATIONS", 3)
 CELERY_BEAT_SCHEDULE = {
     "hitl-expire-interrupts": {
@@ -258,7 +263,7 @@ HITL_API_CORS_ORIGINS = envlist("HITL_API_CORS_ORIGINS")
 
 HITL_DEFAULT_REVIEWER_GROUP = envstr("HITL_DEFAULT_REVIEWER_GROUP", "reviewers")
 # A run's lease: a worker heartbeats it; an expired lease lets another worker take over.
-HITL_RUN_LEASE_SECONDS = envfloat("HITL_RUN_LEASE_SECONDS", 60.0)
+HITL_RUN_LEASE_SECONDS = envfloat("HITL_RUN_LEASE_SECONDS", 6.0)
 # A run whose worker dies this many times (OOM, hard time limit) fails instead of looping.
 HITL_RUN_MAX_ATTEMPTS = envint("HITL_RUN_MAX_ATTEMPTS", 5)
 HITL_RUN_TIME_LIMIT = envint("HITL_RUN_TIME_LIMIT", 600)

@@ -35,3 +35,5 @@ urlpatterns = [
     path("metrics", ops.metrics, name="metrics"),
     path("analytics/", ops.analytics, name="analytics"),
 ]
+
+handler500 = "hitl.outage.handler500"

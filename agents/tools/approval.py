@@ -27,6 +27,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 from pydantic import ValidationError
 
+from agents.ledger import LEDGER_KEY, interrupt_id_of
 from agents.tools.base import escape_md, read_human_response, state_value
 
 APPROVAL_KEY = "hitl_approval"
@@ -206,6 +207,47 @@ def _result(call: dict[str, Any], content: str, *, review: str, status: str = "s
     )
 
 
+def _execute_once(
+    request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
+) -> ToolMessage | Command:
+    """Run an approved call unless the ledger shows this decision was already carried out."""
+    config = getattr(request.runtime, "config", None) or {}
+    ledger = (config.get("configurable") or {}).get(LEDGER_KEY)
+    if ledger is None:
+        return execute(request)
+    call = request.tool_call
+    key = {
+        "thread_id": str(config["configurable"].get("thread_id", "")),
+        "interrupt_id": interrupt_id_of(config),
+        "tool_call_id": str(call.get("id") or ""),
+    }
+    earlier = ledger.begin(tool=call["name"], **key)
+    if earlier is not None:
+        if earlier.get("status") == "done" and earlier.get("result"):
+            result = earlier["result"]
+            return ToolMessage(
+                content=result.get("content", ""),
+                name=call["name"],
+                tool_call_id=call["id"],
+                status=result.get("status", "success"),
+                artifact={"review": "replayed", "executed": True},
+            )
+        # The worker stopped while the call ran: it may have happened; never repeat it.
+        return _result(
+            call,
+            f"{call['name']} was approved and started, but the worker stopped before it "
+            "reported back; it was not run again. Check its effect before retrying.",
+            review="unknown",
+            status="error",
+        )
+    outcome = execute(request)
+    if isinstance(outcome, ToolMessage):
+        ledger.finish(result={"content": outcome.content, "status": outcome.status}, **key)
+    else:  # a Command: its state update is checkpointed; remember only that it ran
+        ledger.finish(result={"content": f"{call['name']} ran.", "status": "success"}, **key)
+    return outcome
+
+
 def approval_gate(
     request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
 ) -> ToolMessage | Command:
@@ -250,7 +292,7 @@ def approval_gate(
             status="error",
         )
     if kind == "accept":
-        return execute(request)
+        return _execute_once(request, execute)
     if kind == "edit":
         edited = args.get("args") if isinstance(args, dict) and "args" in args else args
         if not isinstance(edited, dict):
@@ -273,7 +315,7 @@ def approval_gate(
                 review=kind,
                 status="error",
             )
-        return execute(request.override(tool_call={**call, "args": edited}))
+        return _execute_once(request.override(tool_call={**call, "args": edited}), execute)
     if kind == "response":
         return _result(call, str(args or ""), review=kind)
     return _result(

@@ -28,7 +28,11 @@ def _inprocess(run_id: Any) -> None:
     execute_run = import_string(RUNNER)
     close_old_connections()
     try:
-        execute_run(str(run_id), worker=f"inprocess-{threading.get_ident()}")
+        _, retry_after = execute_run(str(run_id), worker=f"inprocess-{threading.get_ident()}")
+        if retry_after:  # busy elsewhere, or the database was away: try again later
+            timer = threading.Timer(retry_after, lambda: _pool.submit(_inprocess, run_id))
+            timer.daemon = True
+            timer.start()
     except Exception:
         log.exception("run %s failed in-process", run_id)
     finally:

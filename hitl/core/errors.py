@@ -47,3 +47,42 @@ def check_storable(value: Any, what: str) -> Any:
     if _has_nul(value):
         raise Invalid(f"{what} must not contain NUL (\\u0000) characters.")
     return value
+
+
+# --- infrastructure faults ---------------------------------------------------------------
+
+
+def _transient_types() -> tuple[type[BaseException], ...]:
+    import django.db
+    import kombu.exceptions
+    import psycopg
+    import redis.exceptions
+
+    return (
+        django.db.OperationalError,  # connection lost, admin shutdown, deadlock, serialization
+        django.db.InterfaceError,  # the connection was already closed
+        psycopg.OperationalError,  # the same, raised by the checkpointer's own pool
+        psycopg.InterfaceError,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        kombu.exceptions.OperationalError,  # the broker is unreachable
+    )
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    """True when `exc` (or what caused it) is a database, Redis or broker fault that a
+    later attempt may not meet: the work is retried, never failed for it."""
+    types = _transient_types()
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, types):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class Unavailable(ServiceError):
+    """The database, Redis or the broker is unreachable; the client should try again."""
+
+    status_code = 503

@@ -10,6 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import contract
@@ -18,6 +20,7 @@ from hitl.core import audit, dispatch, events
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 from hitl.core.registry import registry
+from hitl.core.retry import retry_transient
 from hitl.core.selectors import default_reviewer_group, user_can_review, user_can_view_thread
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,7 @@ def _enqueue(run: Run) -> None:
     transaction.on_commit(send)
 
 
+@retry_transient
 def run_start(
     *,
     graph: str,
@@ -101,6 +105,7 @@ def run_start(
     return run
 
 
+@retry_transient
 def thread_cancel(*, thread: Thread, user) -> Thread:
     """Cancel pending interrupts and in-flight runs; a running run stops at its next step."""
     with transaction.atomic():
@@ -155,6 +160,7 @@ def _request_of(row: HumanInterrupt) -> contract.Request:
     return request
 
 
+@retry_transient
 def interrupt_resolve(
     *, interrupt_id: Any, user, response_type: str, args: Any = None
 ) -> HumanInterrupt:
@@ -286,6 +292,7 @@ def _resume_value(rows: list[HumanInterrupt]) -> Any:
 # --- the worker side ----------------------------------------------------------------
 
 
+@retry_transient
 def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
     """Take the lease on a run. Returns (run, 0) when claimed, (None, 0) when there is
     nothing to do, or (None, seconds) when another worker holds a live lease."""
@@ -337,6 +344,20 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
         )
         return None, 0.0
     return run, 0.0
+
+
+def run_release(*, run_id: Any, worker: str) -> bool:
+    """Give a claimed run back to the queue after an infrastructure fault, without
+    spending its attempt: the fault was the database's or Redis's, not the graph's."""
+    return bool(
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).update(
+            status=Run.Status.QUEUED,
+            lease_owner="",
+            lease_expires_at=None,
+            attempts=Greatest(F("attempts") - 1, 0),
+            dispatched_at=timezone.now(),  # the task's own retry is on its way
+        )
+    )
 
 
 def run_heartbeat(*, run_id: Any, worker: str) -> bool:
@@ -413,6 +434,7 @@ def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | N
     return thread, run
 
 
+@retry_transient
 def run_finish(
     *,
     run_id: Any,
@@ -510,6 +532,7 @@ def run_finish(
     return run
 
 
+@retry_transient
 def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
     """Record a failed run; the thread shows the error until a new run starts."""
     with transaction.atomic():
@@ -554,6 +577,7 @@ __all__ = [
     "run_fail",
     "run_finish",
     "run_heartbeat",
+    "run_release",
     "run_start",
     "thread_cancel",
 ]

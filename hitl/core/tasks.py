@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -16,11 +17,14 @@ from django.db import close_old_connections, connection
 from langgraph.types import Command
 
 from agents.checkpoint import get_checkpointer
+from agents.ledger import LEDGER_KEY
 from agents.paths import FILES_KEY
 from hitl import logcontext
 from hitl.core import artifacts, events, services
 from hitl.core import stream as agui
+from hitl.core.errors import is_transient
 from hitl.core.files import thread_files
+from hitl.core.ledger import ThreadToolLedger
 from hitl.core.models import Run
 from hitl.core.registry import registry
 from hitl.core.stream import jsonable
@@ -53,8 +57,11 @@ def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
     """What to stream for this run, so a redelivered run continues instead of repeating.
 
     A checkpoint tagged with this run id means an earlier attempt already made
-    progress: continue from it (input None) or, if it already paused or ended, just
-    record that. Resume values go only to interrupts that are still pending.
+    progress: continue from it with LangGraph's own resume semantics (input None: the
+    saved writes are applied, what is left runs; on a graph that ended nothing runs).
+    An empty `state.next` is no proof of the end: a step whose writes were saved before
+    its checkpoint (the worker died in between) lists no next node either. Only a
+    pause is taken as done. Resume values go only to interrupts still pending.
     """
     state = graph.get_state(config)
     mine = (state.metadata or {}).get("hitl_run_id") == str(run.id)
@@ -64,10 +71,15 @@ def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
         if resume:
             return Command(resume=resume)
     if mine or run.kind == Run.Kind.RESUME:
-        if state.interrupts or not state.next:
-            return _ALREADY_DONE
-        return None
+        return _ALREADY_DONE if state.interrupts else None
     return run.input
+
+
+def _check_ended(state: Any) -> None:
+    """Refuse to record an end LangGraph does not report: no pause and nothing left."""
+    if not state.interrupts and (state.next or any(not t.error for t in state.tasks)):
+        left = ", ".join(state.next) or ", ".join(t.name for t in state.tasks)
+        raise RuntimeError(f"The graph stopped before its end (still to run: {left}).")
 
 
 class _Heartbeat(threading.Thread):
@@ -83,15 +95,22 @@ class _Heartbeat(threading.Thread):
     CHECK_INTERVAL = 0.5
 
     def run(self) -> None:
-        renew_every = max(settings.HITL_RUN_LEASE_SECONDS / 3, self.CHECK_INTERVAL)
+        renew_every = max(settings.HITL_RUN_LEASE_SECONDS / 4, self.CHECK_INTERVAL)
         last_renewal = time.monotonic()
         try:
             while not self.stop_event.wait(self.CHECK_INTERVAL):
-                if time.monotonic() - last_renewal >= renew_every:
-                    current = services.run_heartbeat(run_id=self.run_id, worker=self.worker)
-                    last_renewal = time.monotonic()
-                else:
-                    current = services.run_is_current(run_id=self.run_id, worker=self.worker)
+                try:
+                    if time.monotonic() - last_renewal >= renew_every:
+                        current = services.run_heartbeat(run_id=self.run_id, worker=self.worker)
+                        last_renewal = time.monotonic()
+                    else:
+                        current = services.run_is_current(run_id=self.run_id, worker=self.worker)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    # The database is away: keep going; the run's own next write tells.
+                    connection.close()
+                    continue
                 if not current:
                     self.lost = True
                     return
@@ -99,16 +118,31 @@ class _Heartbeat(threading.Thread):
             connection.close()
 
 
+# After a transient fault, how long before the run is tried again.
+TRANSIENT_RETRY_SECONDS = 1.0
+
+
 def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     """Run or continue one run. Returns (outcome, retry_after_seconds)."""
-    run, retry_after = services.run_claim(run_id=run_id, worker=worker)
+    try:
+        run, retry_after = services.run_claim(run_id=run_id, worker=worker)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        log.warning("run %s could not be claimed (%s); it will be retried", run_id, exc)
+        connection.close()
+        return "retry", TRANSIENT_RETRY_SECONDS
     if run is None:
         return ("busy" if retry_after else "skipped"), retry_after
     thread = run.thread
     logcontext.bind(thread_id=thread.pk, run_id=run.pk)
     config: dict[str, Any] = {
         # The file store is an object, so it is never written into checkpoints.
-        "configurable": {"thread_id": str(thread.pk), FILES_KEY: thread_files(thread.pk)},
+        "configurable": {
+            "thread_id": str(thread.pk),
+            FILES_KEY: thread_files(thread.pk),
+            LEDGER_KEY: ThreadToolLedger(thread.pk),
+        },
         "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
         "recursion_limit": 100,
     }
@@ -130,6 +164,7 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
                     log.info("run %s stopped: cancelled or taken over", run.pk)
                     return "cancelled", 0.0
         state = graph.get_state(config)
+        _check_ended(state)
         interrupts = [
             (i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts
         ]
@@ -149,6 +184,13 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         )
         return finished.status, 0.0
     except Exception as exc:
+        if is_transient(exc):
+            # An infrastructure fault, not the graph's: back to the queue, no attempt spent.
+            log.warning("run %s met a transient fault (%s); it will be retried", run.pk, exc)
+            connection.close()
+            with contextlib.suppress(Exception):
+                services.run_release(run_id=run.pk, worker=worker)
+            return "retry", TRANSIENT_RETRY_SECONDS
         log.exception("run %s failed", run.pk)
         services.run_fail(
             run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc))
@@ -174,6 +216,8 @@ def run_execute(self, run_id: str) -> str:
     close_old_connections()
     outcome, retry_after = execute_run(run_id, worker=worker_id())
     if retry_after:
-        # Another worker holds a live lease; look again once it could have expired.
-        raise self.retry(countdown=min(retry_after + 1, 60))
+        # Another worker holds a live lease (look again once it could have expired), or
+        # the database was away. If the broker is away too, the reaper re-sends it.
+        countdown = min(retry_after + (1 if outcome == "busy" else 0), 60)
+        raise self.retry(countdown=countdown)
     return outcome

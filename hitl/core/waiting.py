@@ -26,6 +26,8 @@ from hitl.core.models import Run, Thread
 log = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 5.0
+# While the channel layer is unreachable (Redis down), waiters poll the database this often.
+POLL_SECONDS = 0.5
 # After a run ends, how long its last events (sent right after) may still arrive.
 DRAIN_SECONDS = 2.0
 TERMINAL = frozenset(Run.TERMINAL)
@@ -50,6 +52,9 @@ class _Hub:
         self.stopping = False
         self.task: asyncio.Task | None = None
         self.ready = asyncio.Event()
+        # False while the layer fails: waiters poll the database instead of waiting on it.
+        self.healthy = True
+        self._healing: asyncio.Task | None = None
 
     async def start(self) -> None:
         self.channel = await self.layer.new_channel()
@@ -60,9 +65,11 @@ class _Hub:
         while True:
             try:
                 message = await self.layer.receive(self.channel)
-            except Exception:  # e.g. Redis restarting: waiters fall back to their DB re-checks
-                log.exception("channel layer receive failed; retrying")
-                await asyncio.sleep(1.0)
+            except Exception:  # e.g. Redis restarting: waiters poll the database meanwhile
+                if self.healthy:
+                    log.warning("channel layer receive failed; waiters poll until it is back")
+                self.unhealthy()
+                await asyncio.sleep(POLL_SECONDS)
                 continue
             if message.get("type") == self.STOP:
                 return
@@ -81,11 +88,34 @@ class _Hub:
         for queue in targets:
             queue.put_nowait(message)
 
+    def unhealthy(self) -> None:
+        """Mark the layer as failing and rejoin every group once it answers again."""
+        self.healthy = False
+        if self._healing is None or self._healing.done():
+            self._healing = asyncio.get_running_loop().create_task(self._heal())
+
+    async def _heal(self) -> None:
+        # A restarted Redis has forgotten our group memberships: join them all again.
+        while not self.stopping:
+            try:
+                for group in list(self.waiters):
+                    await self.layer.group_add(group, self.channel)
+            except Exception:
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            self.healthy = True
+            log.info("channel layer is back; waiters listen again")
+            return
+
     async def add(self, group: str, queue: asyncio.Queue) -> None:
         first = group not in self.waiters
         self.waiters.setdefault(group, set()).add(queue)
-        if first:
-            await self.layer.group_add(group, self.channel)
+        if first and self.healthy:
+            try:
+                await self.layer.group_add(group, self.channel)
+            except Exception:  # the waiter polls; the group is joined once the layer is back
+                log.warning("channel layer unreachable; waiters poll the database")
+                self.unhealthy()
 
     async def remove(self, group: str, queue: asyncio.Queue) -> None:
         queues = self.waiters.get(group)
@@ -94,14 +124,21 @@ class _Hub:
         queues.discard(queue)
         if not queues:
             del self.waiters[group]
-            await self.layer.group_discard(group, self.channel)
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(group, self.channel)
         # Checked and flagged without an await in between, so no waiter can join a
         # hub that is about to stop (add() only picks hubs that are not stopping).
         if not self.waiters and not self.stopping:
             self.stopping = True
             if _hubs.get(asyncio.get_running_loop()) is self:
                 del _hubs[asyncio.get_running_loop()]
-            await self.layer.send(self.channel, {"type": self.STOP})
+            try:
+                await self.layer.send(self.channel, {"type": self.STOP})
+            except Exception:  # the layer is down: stop the receiver directly
+                if self.task is not None:
+                    self.task.cancel()
+            if self._healing is not None:
+                self._healing.cancel()
             if self.task is not None:
                 # Short-lived loops (async_to_sync) must not close with the task pending.
                 await asyncio.wait([self.task], timeout=5)
@@ -144,6 +181,12 @@ class ThreadSubscription:
             await hub.add(self.group, self.queue)
             self._hub = hub
         return self
+
+    @property
+    def recheck_seconds(self) -> float:
+        """How long a waiter may rely on messages before reading the database again."""
+        hub = self._hub
+        return RECHECK_SECONDS if hub is not None and hub.healthy else POLL_SECONDS
 
     async def get(self, timeout: float) -> dict[str, Any] | None:
         """The next message, or None after `timeout` seconds."""
@@ -201,7 +244,7 @@ async def wait_for_run(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return run
-            wait_until = time.monotonic() + min(remaining, RECHECK_SECONDS)
+            wait_until = time.monotonic() + min(remaining, sub.recheck_seconds)
             while (left := wait_until - time.monotonic()) > 0:
                 message = await sub.get(left)
                 if message is None or is_run_end(message):
@@ -223,7 +266,7 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
             remaining = deadline - time.monotonic()
             if status is None or status in wanted or remaining <= 0:
                 return status
-            wait_until = time.monotonic() + min(remaining, RECHECK_SECONDS)
+            wait_until = time.monotonic() + min(remaining, sub.recheck_seconds)
             while (left := wait_until - time.monotonic()) > 0:
                 message = await sub.get(left)
                 if message is None or message.get("type") == "thread.changed":

@@ -23,6 +23,7 @@ from hitl.core.models import (
     ReviewerGroupPolicy,
     Run,
     Thread,
+    ToolExecution,
     WebhookDelivery,
 )
 from hitl.core.registry import registry
@@ -364,6 +365,20 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     list_select_related = ("run",)
     show_full_result_count = False
     readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(ToolExecution)
+class ToolExecutionAdmin(admin.ModelAdmin):
+    """The ledger of approved tool calls (read-only): what ran, once, and its result."""
+
+    list_display = ("tool", "thread", "status", "started_at", "finished_at")
+    list_filter = ("status", age_filter("started_at"))
+    search_fields = ("tool", "tool_call_id", "interrupt_id")
+    show_full_result_count = False
+    readonly_fields = [f.name for f in ToolExecution._meta.fields]
 
     def has_add_permission(self, request):
         return False

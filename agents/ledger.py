@@ -1,0 +1,45 @@
+"""At most once: approved tool calls go through a ledger; any node can get a stable key.
+
+The ledger is an object the host puts into config["configurable"][LEDGER_KEY] (never
+checkpointed, like the file store). HITL's lives in hitl/core/ledger.py; without one,
+tools run as LangGraph runs them (at least once per attempt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol
+
+from langgraph.types import Interrupt
+
+LEDGER_KEY = "hitl_ledger"
+
+
+class ToolLedger(Protocol):
+    def begin(
+        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, tool: str
+    ) -> dict[str, Any] | None:
+        """Record that the call starts. None when it is new (run it); else the record of
+        an earlier attempt: {"status": "started"|"done", "result": {...} | None}."""
+
+    def finish(
+        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, result: dict[str, Any]
+    ) -> None:
+        """Record the call's result ({"content": ..., "status": ...})."""
+
+
+def idempotency_key(config: dict[str, Any]) -> str:
+    """A key that is the same every time this task of this thread runs again.
+
+    Derived from the thread and the task's checkpoint namespace (node name and task id,
+    which LangGraph keeps when a step is retried or a redelivered run repeats it), so
+    a node can pass it to an external system that drops duplicate requests.
+    """
+    configurable = config.get("configurable") or {}
+    basis = f"{configurable.get('thread_id', '')}|{configurable.get('checkpoint_ns', '')}"
+    return hashlib.sha256(basis.encode()).hexdigest()[:32]
+
+
+def interrupt_id_of(config: dict[str, Any]) -> str:
+    """The id LangGraph gives the (first) interrupt of the task running with `config`."""
+    return Interrupt.from_ns(None, (config.get("configurable") or {}).get("checkpoint_ns", "")).id

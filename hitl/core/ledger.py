@@ -1,0 +1,40 @@
+"""The tool-execution ledger behind agents.ledger: approved calls run at most once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from hitl.core.models import ToolExecution
+
+
+class ThreadToolLedger:
+    """One thread's ledger. Each write commits on its own, before and after the tool runs."""
+
+    def __init__(self, thread_id: Any):
+        self.thread_id = thread_id
+
+    def begin(
+        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, tool: str
+    ) -> dict[str, Any] | None:
+        key = {
+            "thread_id": self.thread_id,
+            "interrupt_id": interrupt_id,
+            "tool_call_id": tool_call_id,
+        }
+        try:
+            with transaction.atomic():
+                ToolExecution.objects.create(tool=tool[:200], **key)
+        except IntegrityError:
+            earlier = ToolExecution.objects.filter(**key).values("status", "result").first()
+            return earlier or {"status": ToolExecution.Status.STARTED, "result": None}
+        return None
+
+    def finish(
+        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, result: dict[str, Any]
+    ) -> None:
+        ToolExecution.objects.filter(
+            thread_id=self.thread_id, interrupt_id=interrupt_id, tool_call_id=tool_call_id
+        ).update(status=ToolExecution.Status.DONE, result=result, finished_at=timezone.now())

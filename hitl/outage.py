@@ -1,0 +1,72 @@
+"""Honest answers while the database, Redis or the broker is unreachable: 503 + Retry-After.
+
+A transient infrastructure fault is never a 500. JSON APIs get {"detail": ...}; pages
+get a small self-contained page (no database needed to render it) that reloads itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from django.http import HttpRequest, HttpResponse
+from django.views.defaults import server_error
+
+from hitl.core.errors import is_transient
+
+RETRY_AFTER_SECONDS = 2
+API_PREFIXES = ("/api/", "/langgraph/", "/agui/")
+DETAIL = "The service is briefly unavailable (database or queue unreachable); try again shortly."
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>HITL is reconnecting</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="refresh" content="{seconds}">
+<style>body{{font:16px system-ui,sans-serif;margin:0;background:#f6f7f9;color:#222}}
+.banner{{margin:15vh auto;max-width:34rem;padding:1.5rem;border-radius:.5rem;background:#fff8e1;
+border:1px solid #f0c36d}}h1{{font-size:1.25rem;margin:0 0 .5rem}}</style></head>
+<body><div class="banner" role="alert"><h1>HITL is reconnecting</h1>
+<p>The server can't reach its database or queue right now. Nothing you sent was lost:
+decisions are saved before they are confirmed. This page tries again in {seconds} seconds.</p>
+</div></body></html>"""
+
+
+def unavailable_response(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith(API_PREFIXES) or "application/json" in request.headers.get(
+        "Accept", ""
+    ):
+        response = HttpResponse(
+            json.dumps({"detail": DETAIL}), status=503, content_type="application/json"
+        )
+    else:
+        response = HttpResponse(PAGE.format(seconds=RETRY_AFTER_SECONDS), status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class OutageMiddleware:
+    """Turn a transient fault raised by a view (sync or async) into a 503."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        return unavailable_response(request) if is_transient(exception) else None
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    """Faults outside views (session saving, middleware) reach here: 503 if transient."""
+    if is_transient(sys.exc_info()[1]):
+        return unavailable_response(request)
+    return server_error(request)
