@@ -1,0 +1,103 @@
+"""A redelivered run continues from its checkpoint: a review is never skipped.
+
+The worker may die between a node's saved writes and the step's checkpoint. LangGraph
+then lists no next node (`state.next` is empty) although the graph has not ended; the
+run must continue, pause on its interrupt, and never be recorded as done.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from agents.registry import import_target, with_checkpointer
+from hitl.core import services, tasks
+from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.registry import registry
+
+
+class Killed(Exception):
+    """Stands for SIGKILL: the stream stops there; nothing records the run."""
+
+
+def dying_copy(saver, *, step: int):
+    """The same checkpointer, dying when it is asked to save checkpoint `step`: the
+    writes of the tasks before it are saved, the checkpoint that applies them is not."""
+
+    class Dying(type(saver)):
+        def put(self, config, checkpoint, metadata, new_versions):
+            if metadata.get("step", -1) >= step:
+                raise Killed(f"killed before checkpoint {step} was saved")
+            return super().put(config, checkpoint, metadata, new_versions)
+
+    dying = copy.copy(saver)
+    dying.__class__ = Dying
+    return dying
+
+
+def first_attempt_dies(run: Run, *, step: int) -> None:
+    """What the killed worker did: claim, stream until checkpoint `step` would be
+    saved, die, and leave its lease to expire."""
+    claimed, _ = services.run_claim(run_id=run.pk, worker="doomed:1")
+    assert claimed is not None
+    graph = with_checkpointer(
+        import_target(registry.targets[run.thread.graph]),
+        dying_copy(tasks.checkpointer(), step=step),
+    )
+    config = {
+        "configurable": {"thread_id": str(run.thread_id)},
+        "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(run.thread_id)},
+    }
+    with pytest.raises(Killed):
+        for _ in graph.stream(tasks._graph_input(graph, config, run), config, durability="sync"):
+            pass
+    # The reaper's view once the lease ran out.
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def saved_state(run: Run):
+    return registry.get(run.thread.graph, tasks.checkpointer()).get_state(
+        {"configurable": {"thread_id": str(run.thread_id)}}
+    )
+
+
+def test_a_run_killed_between_writes_and_checkpoint_still_pauses_for_review(
+    manual_runs, ops_graphs, transactional_db, requester, tmp_path: Path
+):
+    run = services.run_start(graph="ops_gated", input={"dir": str(tmp_path)}, user=requester)
+    first_attempt_dies(run, step=1)  # the input step's writes saved; its checkpoint not
+    state = saved_state(run)
+    assert state.next == () and not state.interrupts  # what once read as "already done"
+
+    assert manual_runs(run) == "interrupted"
+
+    thread = Thread.objects.get(pk=run.thread_id)
+    assert thread.status == "interrupted"
+    [row] = HumanInterrupt.objects.filter(thread=thread)
+    assert row.status == "pending" and row.action == "publish"
+    # The saved writes were applied, not recomputed: prepare ran once.
+    assert (tmp_path / "prepare.log").read_text().count("\n") == 1
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("interrupted", 2)
+
+
+def test_a_resume_killed_after_the_approved_step_finishes_without_repeating_it(
+    manual_runs, ops_graphs, transactional_db, requester, reviewer, tmp_path: Path
+):
+    run = services.run_start(graph="ops_gated", input={"dir": str(tmp_path)}, user=requester)
+    assert manual_runs(run) == "interrupted"
+    row = HumanInterrupt.objects.get(thread_id=run.thread_id)
+    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    resume = Run.objects.get(thread_id=run.thread_id, kind="resume")
+    first_attempt_dies(resume, step=saved_state(resume).metadata["step"] + 2)
+    assert (tmp_path / "published.log").read_text().count("\n") == 1
+
+    assert manual_runs(resume) == "success"
+
+    assert Thread.objects.get(pk=run.thread_id).status == "done"
+    assert (tmp_path / "published.log").read_text().count("\n") == 1  # not published twice
+    assert (tmp_path / "wrapup.log").read_text().count("\n") == 1
