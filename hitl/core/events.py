@@ -7,6 +7,7 @@ inbox groups carry interrupt changes. Consumers forward them after a permission 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import threading
@@ -82,6 +83,9 @@ class _Publisher:
         self._pid: int | None = None
         self._lock = threading.Lock()
         self._queue: asyncio.Queue | None = None
+        self._drain_task: asyncio.Task | None = None
+        self._own_loop: asyncio.AbstractEventLoop | None = None
+        self._atexit = False
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
@@ -104,7 +108,11 @@ class _Publisher:
 
             threading.Thread(target=run, name="hitl-events", daemon=True).start()
             ready.wait()
+            if not self._atexit:
+                atexit.register(self.close)
+                self._atexit = True
             self._loop, self._pid, self._queue = loop, os.getpid(), None
+            self._own_loop = loop
             loop.call_soon_threadsafe(self._start_drain)
             return loop
 
@@ -112,7 +120,7 @@ class _Publisher:
         # One queue drained by one task keeps messages in publish order.
         if self._queue is None:
             self._queue = asyncio.Queue()
-            asyncio.get_running_loop().create_task(self._drain(self._queue))
+            self._drain_task = asyncio.get_running_loop().create_task(self._drain(self._queue))
 
     async def _drain(self, queue: asyncio.Queue) -> None:
         layer = get_channel_layer()
@@ -142,6 +150,34 @@ class _Publisher:
         loop.call_soon_threadsafe(put)
         if done is not None:
             done.wait(timeout=5)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Deliver what is queued, end the drain task and stop this process's own loop."""
+        with self._lock:
+            loop, queue, task = self._loop, self._queue, self._drain_task
+            # Only the loop this publisher started; a server's loop (bind_loop) is its own.
+            own = loop is not None and loop is self._own_loop and self._pid == os.getpid()
+            self._loop, self._queue, self._drain_task = None, None, None
+        if not own or loop is None or loop.is_closed() or not loop.is_running():
+            return
+        done = threading.Event()
+
+        def finish() -> None:
+            if queue is not None:
+                queue.put_nowait(None)  # after everything already queued
+            if task is None or task.done():
+                loop.stop()
+                done.set()
+                return
+
+            def stopped(_: Any) -> None:
+                loop.stop()
+                done.set()
+
+            task.add_done_callback(stopped)
+
+        loop.call_soon_threadsafe(finish)
+        done.wait(timeout)
 
     def flush(self) -> None:
         """Block until everything published so far has been handed to the layer."""

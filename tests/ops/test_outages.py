@@ -1,0 +1,164 @@
+"""Outages under load, with real processes: the database drops every session, Redis
+goes away and comes back. Clients may hear 503 ("try again"), never 500; no run fails
+for it, none is left stuck, and no thread finishes without its review.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from django.db import connection
+
+from hitl.core.models import ApiToken, HumanInterrupt, Run, Thread
+from tests.ops.conftest import OPS_ENV
+
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("ops_graphs")]
+FAST = {"HITL_REAPER_SECONDS": "1", "HITL_REDISPATCH_AFTER": "3", "HITL_RUN_LEASE_SECONDS": "3"}
+CYCLES = 16
+CLIENTS = 4
+
+
+class Client:
+    """One API client that retries on 503 as told and records every status it saw."""
+
+    def __init__(self, base: str, tokens: dict[str, str], statuses: list[int]):
+        self.http = httpx.Client(base_url=base, timeout=60)
+        self.tokens = tokens
+        self.statuses = statuses
+
+    def call(self, method: str, path: str, *, who: str = "requester", **kwargs) -> dict:
+        kwargs["headers"] = {"Authorization": f"Bearer {self.tokens[who]}"}
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                response = self.http.request(method, path, **kwargs)
+            except httpx.TransportError:  # the web process itself is fine; keep trying
+                time.sleep(0.2)
+                continue
+            self.statuses.append(response.status_code)
+            if response.status_code == 503 and time.monotonic() < deadline:
+                assert response.headers.get("Retry-After"), response.text
+                assert "detail" in response.json()
+                time.sleep(0.3)
+                continue
+            assert response.status_code in (200, 201), (path, response.status_code, response.text)
+            return response.json()
+
+    def cycle(self, folder: Path) -> str:
+        thread_id = self.call(
+            "POST", "/api/v1/threads", json={"graph": "ops_gated", "input": {"dir": str(folder)}}
+        )["thread_id"]
+        while True:
+            thread = self.call("GET", f"/api/v1/threads/{thread_id}/wait", params={"timeout": 10})
+            if thread["status"] == "interrupted" and thread.get("interrupts"):
+                break
+        interrupt_id = thread["interrupts"][0]["id"]
+        # A retried decision whose first try went through answers the same, not 409.
+        self.call(
+            "POST",
+            f"/api/v1/interrupts/{interrupt_id}/decision",
+            who="reviewer",
+            json={"type": "accept"},
+        )
+        while (
+            self.call(
+                "GET", f"/api/v1/threads/{thread_id}/wait", params={"timeout": 10, "status": "done"}
+            )["status"]
+            != "done"
+        ):
+            pass
+        return thread_id
+
+
+def run_load(base: str, tokens: dict, folder: Path, fault) -> tuple[list[str], list[int]]:
+    statuses: list[int] = []
+    clients = [Client(base, tokens, statuses) for _ in range(CLIENTS)]
+    stop = threading.Event()
+    injector = threading.Thread(target=fault, args=(stop,), daemon=True)
+    try:
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            futures = [pool.submit(clients[i % CLIENTS].cycle, folder) for i in range(CYCLES)]
+            time.sleep(1.0)  # the load is under way
+            injector.start()
+            done = [f.result(timeout=240) for f in futures]
+    finally:
+        stop.set()
+        injector.join(timeout=30)
+        connection.close()  # the test's own session may have been dropped too
+    return done, statuses
+
+
+def assert_every_cycle_ended_well(thread_ids: list[str], statuses: list[int]) -> None:
+    assert 500 not in statuses
+    assert len(set(thread_ids)) == CYCLES
+    threads = Thread.objects.filter(pk__in=thread_ids)
+    assert sorted(threads.values_list("status", flat=True)) == ["done"] * CYCLES
+    assert not Run.objects.filter(thread__in=threads, status="error").exists()
+    assert not Run.objects.filter(thread__in=threads, status__in=["queued", "running"]).exists()
+    # No thread finished without its review: each has its one interrupt, answered.
+    for thread in threads:
+        [row] = HumanInterrupt.objects.filter(thread=thread)
+        assert row.status == "resolved" and row.response_type == "accept"
+
+
+def test_dropped_database_sessions_mid_load_cost_no_500_and_no_failed_run(
+    worker_factory, beat_factory, web_factory, transactional_db, test_database_url,
+    requester, reviewer, tmp_path,
+):  # fmt: skip
+    env = {**OPS_ENV, **FAST}
+    worker_factory("w1", concurrency=2, **env)
+    beat_factory(**env)
+    base, _ = web_factory(**env)
+    tokens = {
+        "requester": ApiToken.issue(user=requester, name="load")[1],
+        "reviewer": ApiToken.issue(user=reviewer, name="load")[1],
+    }
+    folder = tmp_path / "graph"
+    folder.mkdir()
+    killed: list[int] = []
+
+    def terminate_sessions(stop: threading.Event) -> None:
+        # What a failover or a proxy timeout does: every session of the database dies.
+        with psycopg.connect(test_database_url, autocommit=True) as admin:
+            for _ in range(4):
+                rows = admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchall()
+                killed.append(len(rows))
+                if stop.wait(1.5):
+                    return
+
+    thread_ids, statuses = run_load(base, tokens, folder, terminate_sessions)
+    assert sum(killed) > 0
+    assert_every_cycle_ended_well(thread_ids, statuses)
+
+
+def test_redis_down_mid_load_costs_no_500_and_every_run_finishes(
+    private_redis, worker_factory, beat_factory, web_factory, transactional_db, requester,
+    reviewer, tmp_path,
+):  # fmt: skip
+    env = {**OPS_ENV, **FAST, "REDIS_URL": private_redis.url}
+    worker_factory("w1", concurrency=2, **env)
+    beat_factory(**env)
+    base, _ = web_factory(**env)
+    tokens = {
+        "requester": ApiToken.issue(user=requester, name="load")[1],
+        "reviewer": ApiToken.issue(user=reviewer, name="load")[1],
+    }
+    folder = tmp_path / "graph"
+    folder.mkdir()
+
+    def redis_outage(stop: threading.Event) -> None:
+        private_redis.stop()
+        time.sleep(4)
+        private_redis.start()  # empty: whatever it held is gone
+
+    thread_ids, statuses = run_load(base, tokens, folder, redis_outage)
+    assert_every_cycle_ended_well(thread_ids, statuses)
