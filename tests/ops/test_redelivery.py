@@ -101,3 +101,75 @@ def test_a_resume_killed_after_the_approved_step_finishes_without_repeating_it(
     assert Thread.objects.get(pk=run.thread_id).status == "done"
     assert (tmp_path / "published.log").read_text().count("\n") == 1  # not published twice
     assert (tmp_path / "wrapup.log").read_text().count("\n") == 1
+
+
+# --- the same with real processes: a worker child SIGKILLed at each boundary -------------
+
+
+def _writes_of(thread_id, node: str) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM checkpoint_writes WHERE thread_id = %s AND task_path LIKE %s",
+            [str(thread_id), f"%{node}%"],
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("held_table", "saved_node"),
+    [
+        # prepare's writes are saved; the checkpoint that applies them waits on the lock
+        ("checkpoints", "prepare"),
+        # the graph paused (approve's interrupt is saved); recording the rows waits
+        ("hitl_humaninterrupt", "approve"),
+    ],
+)
+def test_a_worker_child_killed_at_a_step_boundary_still_pauses_for_review(
+    worker_factory,
+    ops_graphs,
+    transactional_db,
+    test_database_url,
+    requester,
+    tmp_path,
+    held_table,
+    saved_node,
+):
+    import os
+    import signal
+
+    import psycopg
+
+    from tests.conftest import wait_for
+    from tests.ops.conftest import OPS_ENV
+
+    worker = worker_factory("w1", concurrency=1, **OPS_ENV)
+    folder = tmp_path / "graph"
+    folder.mkdir()
+    run = services.run_start(
+        graph="ops_gated", input={"dir": str(folder), "gates": ["prepare"]}, user=requester
+    )
+    at = wait_for(lambda: list(folder.glob("at-prepare-*")), 30, what="the run to reach prepare")
+    child = int(at[0].name.rsplit("-", 1)[1])
+    with psycopg.connect(test_database_url) as holder:
+        # Writes to the table wait (reads go on) until this transaction ends.
+        holder.execute(f"LOCK TABLE {held_table} IN EXCLUSIVE MODE")
+        (folder / "open-prepare").touch()
+        wait_for(lambda: _writes_of(run.thread_id, saved_node), 30, what=f"{saved_node}'s writes")
+        os.kill(child, signal.SIGKILL)
+        holder.rollback()
+
+    def paused():
+        thread = Thread.objects.get(pk=run.thread_id)
+        assert thread.status not in ("done", "error"), thread.status
+        return thread.status == "interrupted"
+
+    wait_for(paused, 60, 0.1, "the redelivered run to pause")
+    [row] = HumanInterrupt.objects.filter(thread_id=run.thread_id)
+    assert row.status == "pending"
+    run.refresh_from_db()
+    assert run.status == "interrupted" and run.attempts == 2
+    assert (folder / "prepare.log").read_text().count("\n") == 1  # saved writes reused
+    assert worker.popen.poll() is None  # the parent replaced its child
