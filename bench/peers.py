@@ -71,6 +71,7 @@ ASSISTANT = "cycle"
 INPUT = {"request": "bench"}
 RESUME = {"resume": [{"type": "accept"}]}
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+CHILD_LABELS = {"celery parent": "celery children", "aegra cli": "uvicorn (aegra)"}
 
 # Environment a peer server must not inherit: it would reach LangSmith / OTLP or
 # find another server's database or broker.
@@ -109,6 +110,17 @@ def wait_http(url: str, proc: subprocess.Popen | None, timeout: float, logfile: 
                 return
         time.sleep(0.25)
     raise RuntimeError(f"{url} did not answer within {timeout:.0f}s (log: {logfile})")
+
+
+def venv_versions(venv: Path, packages: list[str]) -> str:
+    code = (
+        "import importlib.metadata as m\n"
+        f"print(', '.join(p + ' ' + m.version(p) for p in {packages!r}))"
+    )
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
 
 
 def ensure_venv(name: str, requirements: list[str]) -> Path:
@@ -192,7 +204,7 @@ class CpuSampler:
             stack = [root]
             while stack:
                 for child in children(stack.pop()):
-                    pids[child] = f"{label} children"
+                    pids[child] = CHILD_LABELS.get(label, f"{label} children")
                     stack.append(child)
         if self._conn is not None and self.databases:
             rows = self._conn.execute(
@@ -266,6 +278,7 @@ def pg_sessions(pg_base: str, databases: list[str]) -> int:
 class System:
     name = ""
     label = ""
+    versions = ""
     databases: list[str] = []
     base_url = ""
     api_key: str | None = None
@@ -292,7 +305,7 @@ class System:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def cpu_roots(self) -> dict[str, int]:
-        return {"server": self.procs[0].pid}
+        return {self.name: self.procs[0].pid}
 
     def spawn(self, command: list[str], *, cwd: Path, env: dict[str, str], logname: str):
         logfile = self.workdir / logname
@@ -353,6 +366,9 @@ class LanggraphDev(System):
             "langgraph-dev",
             [self.args.langgraph_cli_spec, f"langgraph=={version('langgraph')}"],
         )
+        self.versions = venv_versions(
+            self.venv, ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph"]
+        )
 
     def start(self) -> None:
         run_dir = CACHE / "langgraph-dev-run"
@@ -402,6 +418,9 @@ class Aegra(System):
             "aegra",
             [self.args.aegra_spec, "greenlet", f"langgraph=={version('langgraph')}"],
         )
+        self.versions = venv_versions(
+            self.venv, ["aegra-cli", "aegra-api", "langgraph", "langgraph-checkpoint-postgres"]
+        )
 
     def prepare(self) -> None:
         recreate_database(self.args.pg, "aegra_bench")
@@ -438,6 +457,9 @@ class Aegra(System):
         )
         self.base_url = f"http://127.0.0.1:{port}"
         wait_http(f"{self.base_url}/health", proc, 120, logfile)
+
+    def cpu_roots(self) -> dict[str, int]:
+        return {"aegra cli": self.procs[0].pid}  # `aegra serve` runs uvicorn as its child
 
 
 def hitl_env(var_dir: Path, **extra: str) -> dict[str, str]:
@@ -746,11 +768,18 @@ def rate(r: dict) -> float:
     return r["done"] / r["elapsed"] if r["elapsed"] else 0.0
 
 
+def server_cpu(r: dict) -> float:
+    """Server-side CPU per cycle: every process of the system, not the bench client."""
+    if not r["done"]:
+        return float("nan")
+    return sum(v for k, v in r["cpu"].items() if k != "bench client") / r["done"]
+
+
 def print_table(systems: list[System], clients: list[int], merged: dict) -> None:
     header = (
         f"{'system':<15} {'clients':>7} {'cycles':>6} {'err':>4} {'cycles/s':>9} "
         f"{'half1 p50':>10} {'half1 p99':>10} {'half2 p50':>10} {'half2 p99':>10} "
-        f"{'vs best peer':>12}"
+        f"{'CPU ms/cyc':>10} {'vs best peer':>12}"
     )
     print("\n" + header)
     print("-" * len(header))
@@ -768,12 +797,11 @@ def print_table(systems: list[System], clients: list[int], merged: dict) -> None
                 f"{system.name:<15} {c:>7} {r['done']:>6} {r['errors']:>4} {rate(r):>9.1f} "
                 f"{percentile(r['half1'], 50):>10.1f} {percentile(r['half1'], 99):>10.1f} "
                 f"{percentile(r['half2'], 50):>10.1f} {percentile(r['half2'], 99):>10.1f} "
-                f"{ratio:>12}"
+                f"{server_cpu(r):>10.0f} {ratio:>12}"
             )
     print("(half1 = threads.create + runs.wait to the interrupt; half2 = runs.wait with the")
-    print(
-        " resume Command to the end; ms. vs best peer = cycles/s over max(langgraph-dev, aegra).)"
-    )
+    print(" resume Command to the end; ms. CPU ms/cyc = all server processes incl. Postgres")
+    print(" backends of its database. vs best peer = cycles/s / max(langgraph-dev, aegra).)")
 
 
 def print_cpu(systems: list[System], clients: list[int], merged: dict) -> None:
@@ -885,6 +913,10 @@ def main() -> None:
             system.cleanup()
 
     merged = {key: merge(value) for key, value in runs.items()}
+    print()
+    for system in systems:
+        if system.versions:
+            print(f"{system.name}: {system.versions}")
     print(f"\n{os.cpu_count()} cores; {args.cycles} cycles per measurement, {args.rounds} round(s)")
     print_table(systems, args.clients, merged)
     print_cpu(systems, args.clients, merged)
