@@ -190,10 +190,6 @@ def interrupt_resolve(
                 raise Forbidden("This interrupt is routed to a reviewer group you are not in.")
             raise NotFound("No such interrupt.")
         if row.status != HumanInterrupt.Status.PENDING:
-            if _same_answer(row, user, response_type, args):
-                # The same reviewer's retry of an answer that went through (its reply was
-                # lost, e.g. the connection dropped at COMMIT): the same outcome again.
-                return row
             if row.status == HumanInterrupt.Status.RESOLVED:
                 who = row.responded_by.get_username() if row.responded_by else "someone"
                 raise Conflict(f"Already answered by {who}.")
@@ -234,19 +230,6 @@ def interrupt_resolve(
         )
         _resume_when_answered(thread=thread, row=row, user=user)
     return row
-
-
-def _same_answer(row: HumanInterrupt, user, response_type: str, args: Any) -> bool:
-    if row.status != HumanInterrupt.Status.RESOLVED or row.responded_by_id != getattr(
-        user, "pk", None
-    ):
-        return False
-    if row.response_type != response_type:
-        return False
-    try:
-        return contract.check_response(_request_of(row), response_type, args) == row.response_args
-    except contract.ContractError:
-        return False
 
 
 def _answered(row: HumanInterrupt) -> bool:
