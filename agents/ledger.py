@@ -16,15 +16,13 @@ LEDGER_KEY = "hitl_ledger"
 
 
 class ToolLedger(Protocol):
-    def begin(
-        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, tool: str
-    ) -> dict[str, Any] | None:
+    """One thread's record of approved calls (the host binds it to the thread)."""
+
+    def begin(self, *, interrupt_id: str, tool_call_id: str, tool: str) -> dict[str, Any] | None:
         """Record that the call starts. None when it is new (run it); else the record of
         an earlier attempt: {"status": "started"|"done", "result": {...} | None}."""
 
-    def finish(
-        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, result: dict[str, Any]
-    ) -> None:
+    def finish(self, *, interrupt_id: str, tool_call_id: str, result: dict[str, Any]) -> None:
         """Record the call's result ({"content": ..., "status": ...})."""
 
 

@@ -8,7 +8,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,3 +120,25 @@ class Stack:
 
     def stop(self) -> None:
         stop_processes(self.procs)
+
+
+def run_cycles(clients: int, cycles: int, one_cycle: Callable[[], None]) -> float:
+    """Call `one_cycle` `cycles` times from `clients` threads; returns the elapsed seconds."""
+    lock = threading.Lock()
+    claimed = {"n": 0}
+
+    def client() -> None:
+        while True:
+            with lock:
+                if claimed["n"] >= cycles:
+                    return
+                claimed["n"] += 1
+            one_cycle()
+
+    began = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - began

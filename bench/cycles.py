@@ -31,6 +31,7 @@ from bench.common import (  # noqa: E402
     Stack,
     ensure_database,
     percentile,
+    run_cycles,
 )
 
 
@@ -158,41 +159,29 @@ def floor(database_url: str, clients: int, cycles: int) -> dict:
     graph = with_checkpointer(approval_graph, get_checkpointer(database_url, clients))
     results = {"start_to_interrupt": [], "decision_to_finished": [], "cycle": [], "errors": 0}
     lock = threading.Lock()
-    counter = {"next": 0}
 
     def one() -> None:
-        while True:
-            with lock:
-                if counter["next"] >= cycles:
-                    return
-                counter["next"] += 1
-            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
-            t0 = time.perf_counter()
-            for _ in graph.stream(
-                {"request": "bench"}, config, stream_mode=["updates", "messages"], durability="sync"
-            ):
-                pass
-            interrupt_id = graph.get_state(config).interrupts[0].id
-            t1 = time.perf_counter()
-            resume = Command(resume={interrupt_id: {"type": "accept", "args": None}})
-            for _ in graph.stream(
-                resume, config, stream_mode=["updates", "messages"], durability="sync"
-            ):
-                pass
-            graph.get_state(config)
-            t2 = time.perf_counter()
-            with lock:
-                results["start_to_interrupt"].append((t1 - t0) * 1000)
-                results["decision_to_finished"].append((t2 - t1) * 1000)
-                results["cycle"].append((t2 - t0) * 1000)
+        config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+        t0 = time.perf_counter()
+        for _ in graph.stream(
+            {"request": "bench"}, config, stream_mode=["updates", "messages"], durability="sync"
+        ):
+            pass
+        interrupt_id = graph.get_state(config).interrupts[0].id
+        t1 = time.perf_counter()
+        resume = Command(resume={interrupt_id: {"type": "accept", "args": None}})
+        for _ in graph.stream(
+            resume, config, stream_mode=["updates", "messages"], durability="sync"
+        ):
+            pass
+        graph.get_state(config)
+        t2 = time.perf_counter()
+        with lock:
+            results["start_to_interrupt"].append((t1 - t0) * 1000)
+            results["decision_to_finished"].append((t2 - t1) * 1000)
+            results["cycle"].append((t2 - t0) * 1000)
 
-    began = time.perf_counter()
-    threads = [threading.Thread(target=one) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    results["elapsed"] = time.perf_counter() - began
+    results["elapsed"] = run_cycles(clients, cycles, one)
     return results
 
 

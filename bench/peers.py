@@ -61,6 +61,7 @@ from bench.common import (  # noqa: E402
     Stack,
     free_port,
     percentile,
+    run_cycles,
     stop_processes,
 )
 
@@ -617,40 +618,28 @@ def drive_floor(system: Floor, clients: int, cycles: int) -> dict:
 
     results = new_results()
     lock = threading.Lock()
-    claimed = {"n": 0}
 
     def one() -> None:
-        while True:
+        config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+        try:
+            t0 = time.perf_counter()
+            first = system.graph.invoke(INPUT, config, durability="sync")
+            t1 = time.perf_counter()
+            last = system.graph.invoke(Command(**RESUME), config, durability="sync")
+            t2 = time.perf_counter()
+        except Exception as exc:  # noqa: BLE001
             with lock:
-                if claimed["n"] >= cycles:
-                    return
-                claimed["n"] += 1
-            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
-            try:
-                t0 = time.perf_counter()
-                first = system.graph.invoke(INPUT, config, durability="sync")
-                t1 = time.perf_counter()
-                last = system.graph.invoke(Command(**RESUME), config, durability="sync")
-                t2 = time.perf_counter()
-            except Exception as exc:  # noqa: BLE001
-                with lock:
-                    note_error(results, f"{type(exc).__name__}: {exc}")
-                continue
-            with lock:
-                if not first.get("__interrupt__") or last.get("done") is not True:
-                    note_error(results, f"unexpected state: {first!r} / {last!r}"[:300])
-                    continue
-                results["half1"].append((t1 - t0) * 1000)
-                results["half2"].append((t2 - t1) * 1000)
-                results["done"] += 1
+                note_error(results, f"{type(exc).__name__}: {exc}")
+            return
+        with lock:
+            if not first.get("__interrupt__") or last.get("done") is not True:
+                note_error(results, f"unexpected state: {first!r} / {last!r}"[:300])
+                return
+            results["half1"].append((t1 - t0) * 1000)
+            results["half2"].append((t2 - t1) * 1000)
+            results["done"] += 1
 
-    began = time.perf_counter()
-    threads = [threading.Thread(target=one) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    results["elapsed"] = time.perf_counter() - began
+    results["elapsed"] = run_cycles(clients, cycles, one)
     return results
 
 

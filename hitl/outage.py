@@ -10,6 +10,7 @@ import json
 import sys
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
 from django.views.defaults import server_error
 
 from hitl.core.errors import is_transient
@@ -45,21 +46,8 @@ def unavailable_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
-class OutageMiddleware:
+class OutageMiddleware(MiddlewareMixin):
     """Turn a transient fault raised by a view (sync or async) into a 503."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        return self.get_response(request)
 
     def process_exception(self, request, exception):
         return unavailable_response(request) if is_transient(exception) else None

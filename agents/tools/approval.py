@@ -217,7 +217,6 @@ def _execute_once(
         return execute(request)
     call = request.tool_call
     key = {
-        "thread_id": str(config["configurable"].get("thread_id", "")),
         "interrupt_id": interrupt_id_of(config),
         "tool_call_id": str(call.get("id") or ""),
     }

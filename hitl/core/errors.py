@@ -5,6 +5,7 @@ A leaf: it imports nothing of HITL, so every room can raise and catch these.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -52,6 +53,7 @@ def check_storable(value: Any, what: str) -> Any:
 # --- infrastructure faults ---------------------------------------------------------------
 
 
+@functools.cache
 def _transient_types() -> tuple[type[BaseException], ...]:
     import django.db
     import kombu.exceptions

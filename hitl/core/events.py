@@ -227,10 +227,14 @@ def subscribe(kind: str, handler: Callable[[Any], None]) -> None:
         handlers.append(handler)
 
 
+def _notify(kind: str, payload: Any) -> None:
+    for handler in _subscribers.get(kind, []):
+        handler(payload)
+
+
 def emit_run_ended(run: Any) -> None:
     event: RunEnded = {"type": "run.ended", "run": run}
-    for handler in _subscribers.get(RUN_ENDED, []):
-        handler(event)
+    _notify(RUN_ENDED, event)
 
 
 def publish_interrupt_changed(
@@ -251,11 +255,10 @@ def publish_interrupt_changed(
     if responded_by:
         message["responded_by"] = responded_by
     if status == "pending":
-        for handler in _subscribers.get(INTERRUPT_PENDING, []):
-            try:
-                handler(message)
-            except Exception:  # consumers render what a handler could not add
-                log.exception("interrupt %s: a pending-interrupt handler failed", interrupt_id)
+        try:
+            _notify(INTERRUPT_PENDING, message)
+        except Exception:  # consumers render what a handler could not add
+            log.exception("interrupt %s: a pending-interrupt handler failed", interrupt_id)
     publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
 
 

@@ -16,9 +16,7 @@ class ThreadToolLedger:
     def __init__(self, thread_id: Any):
         self.thread_id = thread_id
 
-    def begin(
-        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, tool: str
-    ) -> dict[str, Any] | None:
+    def begin(self, *, interrupt_id: str, tool_call_id: str, tool: str) -> dict[str, Any] | None:
         key = {
             "thread_id": self.thread_id,
             "interrupt_id": interrupt_id,
@@ -32,9 +30,7 @@ class ThreadToolLedger:
             return earlier or {"status": ToolExecution.Status.STARTED, "result": None}
         return None
 
-    def finish(
-        self, *, thread_id: str, interrupt_id: str, tool_call_id: str, result: dict[str, Any]
-    ) -> None:
+    def finish(self, *, interrupt_id: str, tool_call_id: str, result: dict[str, Any]) -> None:
         ToolExecution.objects.filter(
             thread_id=self.thread_id, interrupt_id=interrupt_id, tool_call_id=tool_call_id
         ).update(status=ToolExecution.Status.DONE, result=result, finished_at=timezone.now())

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from hitl.core.errors import Unavailable, is_transient
 
@@ -29,7 +29,8 @@ def retry_transient(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for delay in (*BACKOFF, None):
+        delays = iter(BACKOFF)
+        while True:
             try:
                 return func(*args, **kwargs)
             except Exception as exc:
@@ -39,11 +40,10 @@ def retry_transient(func: F) -> F:
                     raise Unavailable("The database is unreachable; try again shortly.") from exc
                 # Drop the broken connection; the pool hands out a checked one next.
                 connection.close()
-                close_old_connections()
+                delay = next(delays, None)
                 if delay is None:
                     raise Unavailable("The database is unreachable; try again shortly.") from exc
                 log.warning("%s met a transient fault (%s); retrying", func.__name__, exc)
                 time.sleep(delay)
-        raise AssertionError("unreachable")
 
     return wrapper  # type: ignore[return-value]

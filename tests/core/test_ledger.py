@@ -64,7 +64,7 @@ def test_a_call_whose_worker_died_mid_call_is_not_repeated(requester):
     thread = Thread.objects.create(graph="demo", requester=requester)
     request = request_for(thread)
     # The first attempt recorded the start, then its worker was killed.
-    key = {"thread_id": str(thread.pk), "tool_call_id": "call-1"}
+    key = {"tool_call_id": "call-1"}
     from agents.ledger import interrupt_id_of
 
     ThreadToolLedger(thread.pk).begin(
