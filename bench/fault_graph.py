@@ -1,0 +1,88 @@
+"""The graph bench/faults.py drives: plan -> review (interrupt) -> act, with countable effects.
+
+The same shape as bench/peer_graph.py, but `plan` and `act` each append one line (the
+thread id) to `plan.log` / `act.log` in the directory named by HITL_FAULT_DIR, so a
+node that ran twice for one thread shows up as two lines. `act` is the side effect a
+reviewer approves; repeating it is what a fault must not cause. Each line is written
+with one `write` on a file opened with O_APPEND, so lines from concurrent worker
+processes do not interleave.
+
+Django-free on purpose; HITL imports it through
+HITL_EXTRA_GRAPHS="faults=bench.fault_graph:graph" (cwd = repo root). Compiled without
+a checkpointer; HITL binds its own.
+"""
+
+import os
+from typing import Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+
+class FaultState(TypedDict, total=False):
+    request: str
+    plan: dict[str, Any]
+    decision: Any
+    done: bool
+
+
+def record(name: str, config: RunnableConfig) -> None:
+    folder = os.environ.get("HITL_FAULT_DIR")
+    if not folder:
+        return
+    thread_id = str((config.get("configurable") or {}).get("thread_id", "?"))
+    fd = os.open(os.path.join(folder, f"{name}.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{thread_id}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def plan(state: FaultState, config: RunnableConfig) -> dict[str, Any]:
+    record("plan", config)
+    return {"plan": {"action": "send_email", "args": {"to": "team@example.com", "n": 1}}}
+
+
+def review(state: FaultState) -> dict[str, Any]:
+    planned = state.get("plan") or {}
+    answer = interrupt(
+        [
+            {
+                "action_request": {
+                    "action": planned.get("action", "send_email"),
+                    "args": planned.get("args", {}),
+                },
+                "config": {
+                    "allow_accept": True,
+                    "allow_edit": True,
+                    "allow_respond": True,
+                    "allow_ignore": True,
+                },
+                "description": f"Send the email for {state.get('request') or 'faults'}?",
+            }
+        ]
+    )
+    if isinstance(answer, list) and answer:
+        answer = answer[0]
+    return {"decision": answer}
+
+
+def act(state: FaultState, config: RunnableConfig) -> dict[str, Any]:
+    decision = state.get("decision") or {}
+    approved = isinstance(decision, dict) and decision.get("type") in ("accept", "edit")
+    record("act", config)  # the side effect: once per thread, ideally
+    return {"done": approved}
+
+
+graph = (
+    StateGraph(FaultState)
+    .add_node("plan", plan)
+    .add_node("review", review)
+    .add_node("act", act)
+    .add_edge(START, "plan")
+    .add_edge("plan", "review")
+    .add_edge("review", "act")
+    .add_edge("act", END)
+    .compile()
+)
