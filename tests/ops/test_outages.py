@@ -1,4 +1,5 @@
-"""Outages under load, with real processes: Redis goes away and comes back. Clients may hear 503 ("try again"), never 500; no run fails
+"""Outages under load, with real processes: the database drops every session, Redis
+goes away and comes back. Clients may hear 503 ("try again"), never 500; no run fails
 for it, none is left stuck, and no thread finishes without its review.
 """
 
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from django.db import connection
 
@@ -90,7 +92,10 @@ def run_load(base: str, tokens: dict, folder: Path, fault) -> tuple[list[str], l
     finally:
         stop.set()
         injector.join(timeout=30)
-        connection.close()  # the test's own session may have been dropped too
+        # This test process's own pooled sessions were dropped too (its pool may also hold
+        # sessions leaked by earlier tests' threads): start it afresh for the assertions.
+        connection.close()
+        connection.close_pool()
     return done, statuses
 
 
@@ -105,6 +110,39 @@ def assert_every_cycle_ended_well(thread_ids: list[str], statuses: list[int]) ->
     for thread in threads:
         [row] = HumanInterrupt.objects.filter(thread=thread)
         assert row.status == "resolved" and row.response_type == "accept"
+
+
+def test_dropped_database_sessions_mid_load_cost_no_500_and_no_failed_run(
+    worker_factory, beat_factory, web_factory, transactional_db, test_database_url,
+    requester, reviewer, tmp_path,
+):  # fmt: skip
+    env = {**OPS_ENV, **FAST}
+    worker_factory("w1", concurrency=2, **env)
+    beat_factory(**env)
+    base, _ = web_factory(**env)
+    tokens = {
+        "requester": ApiToken.issue(user=requester, name="load")[1],
+        "reviewer": ApiToken.issue(user=reviewer, name="load")[1],
+    }
+    folder = tmp_path / "graph"
+    folder.mkdir()
+    killed: list[int] = []
+
+    def terminate_sessions(stop: threading.Event) -> None:
+        # What a failover or a proxy timeout does: every session of the database dies.
+        with psycopg.connect(test_database_url, autocommit=True) as admin:
+            for _ in range(4):
+                rows = admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchall()
+                killed.append(len(rows))
+                if stop.wait(1.5):
+                    return
+
+    thread_ids, statuses = run_load(base, tokens, folder, terminate_sessions)
+    assert sum(killed) > 0
+    assert_every_cycle_ended_well(thread_ids, statuses)
 
 
 def test_redis_down_mid_load_costs_no_500_and_every_run_finishes(
