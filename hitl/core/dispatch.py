@@ -13,6 +13,8 @@ from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from hitl.core.errors import is_transient
+
 log = logging.getLogger(__name__)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -53,8 +55,11 @@ def enqueue_run(run_id: Any) -> None:
     if executor == "celery":
         try:
             current_app.send_task(RUN_TASK, args=[str(run_id)], retry=False)
-        except Exception:
-            log.exception("could not enqueue run %s; the reaper will re-send it", run_id)
+        except Exception as exc:
+            if is_transient(exc):  # the broker is away: expected, no traceback
+                log.warning("could not enqueue run %s (%s); the reaper re-sends it", run_id, exc)
+            else:
+                log.exception("could not enqueue run %s; the reaper will re-send it", run_id)
             return
         Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
         return

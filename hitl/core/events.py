@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
 from channels.layers import get_channel_layer
+
+from hitl.core.errors import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -70,34 +74,43 @@ class ThreadChanged(TypedDict):
     requester_id: int | None
 
 
+class _Outbox:
+    """Messages waiting on one event loop; touched only from that loop's thread."""
+
+    def __init__(self) -> None:
+        self.items: collections.deque[tuple[str, dict[str, Any], threading.Event | None]] = (
+            collections.deque()
+        )
+        self.draining = False
+
+
 class _Publisher:
     """Sends to the channel layer from sync code on one long-lived event loop.
 
     One loop per process keeps channel-layer connections pooled instead of opening
     one per message (async_to_sync would start a fresh loop each call). In the
     embedded server the loop is the ASGI server's own, so the in-memory layer works.
+    A drain task runs only while messages wait, so no task is left pending when a
+    loop closes.
     """
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid: int | None = None
         self._lock = threading.Lock()
-        self._queue: asyncio.Queue | None = None
-        self._drain_task: asyncio.Task | None = None
+        self._outbox = _Outbox()
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._atexit = False
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
-            if self._loop is loop:
-                return
-            self._loop, self._pid, self._queue = loop, os.getpid(), None
-            loop.call_soon_threadsafe(self._start_drain)
+            if self._loop is not loop:
+                self._loop, self._pid, self._outbox = loop, os.getpid(), _Outbox()
 
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+    def _ensure_loop(self) -> tuple[asyncio.AbstractEventLoop, _Outbox]:
         with self._lock:
             if self._loop is not None and self._pid == os.getpid() and not self._loop.is_closed():
-                return self._loop
+                return self._loop, self._outbox
             loop = asyncio.new_event_loop()
             ready = threading.Event()
 
@@ -111,73 +124,64 @@ class _Publisher:
             if not self._atexit:
                 atexit.register(self.close)
                 self._atexit = True
-            self._loop, self._pid, self._queue = loop, os.getpid(), None
+            self._loop, self._pid, self._outbox = loop, os.getpid(), _Outbox()
             self._own_loop = loop
-            loop.call_soon_threadsafe(self._start_drain)
-            return loop
+            return loop, self._outbox
 
-    def _start_drain(self) -> None:
-        # One queue drained by one task keeps messages in publish order.
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._drain_task = asyncio.get_running_loop().create_task(self._drain(self._queue))
+    @staticmethod
+    def _put(outbox: _Outbox, item: tuple[str, dict[str, Any], threading.Event | None]) -> None:
+        # One drain task at a time, first in first out: messages keep publish order.
+        outbox.items.append(item)
+        if not outbox.draining:
+            outbox.draining = True
+            asyncio.get_running_loop().create_task(_Publisher._drain(outbox))
 
-    async def _drain(self, queue: asyncio.Queue) -> None:
+    @staticmethod
+    async def _drain(outbox: _Outbox) -> None:
         layer = get_channel_layer()
-        while True:
-            item = await queue.get()
-            if item is None:
-                return
-            group, message, done = item
-            try:
-                if layer is not None:
-                    await layer.group_send(group, message)
-            except Exception:  # a live update must never break a run
-                log.exception("could not publish to %s", group)
-            finally:
-                if done is not None:
-                    done.set()
+        try:
+            while outbox.items:
+                group, message, done = outbox.items.popleft()
+                try:
+                    if layer is not None:
+                        await layer.group_send(group, message)
+                except Exception as exc:  # a live update must never break a run
+                    if is_transient(exc):
+                        log.warning("could not publish to %s: %s", group, exc)
+                    else:
+                        log.exception("could not publish to %s", group)
+                finally:
+                    if done is not None:
+                        done.set()
+        finally:
+            outbox.draining = False
 
     def send(self, group: str, message: dict[str, Any], *, wait: bool = False) -> None:
-        loop = self._ensure_loop()
+        loop, outbox = self._ensure_loop()
         done = threading.Event() if wait else None
-
-        def put() -> None:
-            self._start_drain()
-            assert self._queue is not None
-            self._queue.put_nowait((group, message, done))
-
-        loop.call_soon_threadsafe(put)
+        loop.call_soon_threadsafe(self._put, outbox, (group, message, done))
         if done is not None:
             done.wait(timeout=5)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Deliver what is queued, end the drain task and stop this process's own loop."""
+        """Deliver what is queued, then stop the loop this publisher started (at exit)."""
         with self._lock:
-            loop, queue, task = self._loop, self._queue, self._drain_task
+            loop, outbox = self._loop, self._outbox
             # Only the loop this publisher started; a server's loop (bind_loop) is its own.
             own = loop is not None and loop is self._own_loop and self._pid == os.getpid()
-            self._loop, self._queue, self._drain_task = None, None, None
+            self._loop = None
         if not own or loop is None or loop.is_closed() or not loop.is_running():
             return
-        done = threading.Event()
 
-        def finish() -> None:
-            if queue is not None:
-                queue.put_nowait(None)  # after everything already queued
-            if task is None or task.done():
-                loop.stop()
-                done.set()
-                return
+        async def stop_when_drained() -> None:
+            while outbox.draining:
+                await asyncio.sleep(0.01)
+            loop.stop()
 
-            def stopped(_: Any) -> None:
-                loop.stop()
-                done.set()
-
-            task.add_done_callback(stopped)
-
-        loop.call_soon_threadsafe(finish)
-        done.wait(timeout)
+        asyncio.run_coroutine_threadsafe(stop_when_drained(), loop)
+        deadline = time.monotonic() + timeout
+        while loop.is_running() and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def flush(self) -> None:
         """Block until everything published so far has been handed to the layer."""
@@ -257,8 +261,9 @@ def publish_interrupt_changed(
     if status == "pending":
         try:
             _notify(INTERRUPT_PENDING, message)
-        except Exception:  # consumers render what a handler could not add
-            log.exception("interrupt %s: a pending-interrupt handler failed", interrupt_id)
+        except Exception as exc:  # consumers render what a handler could not add
+            if not is_transient(exc):
+                log.exception("interrupt %s: a pending-interrupt handler failed", interrupt_id)
     publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
 
 

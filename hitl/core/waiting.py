@@ -15,12 +15,15 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import close_old_connections
 
 from hitl.core import events
+from hitl.core.errors import Unavailable, is_transient
 from hitl.core.models import Run, Thread
 
 log = logging.getLogger(__name__)
@@ -221,6 +224,24 @@ async def fetch_run(run_id: Any) -> Run | None:
     return await Run.objects.select_related("thread").filter(pk=run_id).afirst()
 
 
+UNREAD = object()
+
+
+async def _read(query: Callable[[], Awaitable[Any]]) -> Any:
+    """A waiter's read; UNREAD when the database is briefly away (the waiter reads again).
+
+    Once a run exists, a dropped connection must not turn a wait into an error: the
+    client would repeat a request whose run is already under way.
+    """
+    try:
+        return await query()
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        await sync_to_async(close_old_connections)()
+        return UNREAD
+
+
 async def wait_for_run(
     run_id: Any, timeout: float, *, subscription: ThreadSubscription | None = None
 ) -> Run | None:
@@ -230,21 +251,27 @@ async def wait_for_run(
     is no such run. Pass an open `subscription` to cover events sent before this
     call (e.g. one opened before the run was created).
     """
-    run = await fetch_run(run_id)
-    if run is None or run.status in TERMINAL:
+    run = await _read(lambda: fetch_run(run_id))
+    if run is None or (run is not UNREAD and run.status in TERMINAL):
         return run
     own = subscription is None
+    if subscription is None and run is UNREAD:
+        return await _poll_run(run_id, timeout)
     sub = subscription or await ThreadSubscription(run.thread_id, status_only=True).open()
     deadline = time.monotonic() + timeout
+    last: Any = UNREAD
     try:
         while True:
-            run = await fetch_run(run_id)
-            if run is None or run.status in TERMINAL:
-                return run
+            run = await _read(lambda: fetch_run(run_id))
+            if run is not UNREAD:
+                last = run
+                if run is None or run.status in TERMINAL:
+                    return run
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return run
-            wait_until = time.monotonic() + min(remaining, sub.recheck_seconds)
+                return _known(last)
+            recheck = POLL_SECONDS if run is UNREAD else sub.recheck_seconds
+            wait_until = time.monotonic() + min(remaining, recheck)
             while (left := wait_until - time.monotonic()) > 0:
                 message = await sub.get(left)
                 if message is None or is_run_end(message):
@@ -254,19 +281,48 @@ async def wait_for_run(
             await sub.close()
 
 
+def _known(value: Any) -> Any:
+    if value is UNREAD:  # the database never answered during the whole wait
+        raise Unavailable("The database is unreachable; try again shortly.")
+    return value
+
+
+async def _poll_run(run_id: Any, timeout: float) -> Run | None:
+    """Wait without a subscription (the database was away when the wait began)."""
+    deadline = time.monotonic() + timeout
+    last: Any = UNREAD
+    while True:
+        run = await _read(lambda: fetch_run(run_id))
+        if run is not UNREAD:
+            last = run
+            if run is None or run.status in TERMINAL:
+                return run
+        if time.monotonic() >= deadline:
+            return _known(last)
+        await asyncio.sleep(POLL_SECONDS)
+
+
 async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) -> str | None:
     """Return the thread's status once it is one of `statuses`, or its status at timeout."""
     wanted = set(statuses)
+    last: Any = UNREAD
     async with ThreadSubscription(thread_id, status_only=True) as sub:
         deadline = time.monotonic() + timeout
         while True:
-            status = (
-                await Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+            status = await _read(
+                lambda: (
+                    Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+                )
             )
             remaining = deadline - time.monotonic()
-            if status is None or status in wanted or remaining <= 0:
-                return status
-            wait_until = time.monotonic() + min(remaining, sub.recheck_seconds)
+            if status is not UNREAD:
+                last = status
+                if status is None or status in wanted:
+                    return status
+            if remaining <= 0:
+                return _known(last)
+            recheck = POLL_SECONDS if status is UNREAD else sub.recheck_seconds
+            wait_until = time.monotonic() + min(remaining, recheck)
             while (left := wait_until - time.monotonic()) > 0:
                 message = await sub.get(left)
                 if message is None or message.get("type") == "thread.changed":
@@ -297,7 +353,8 @@ async def run_events_of(
                 return
         message = await sub.get(min(1.0, max(deadline - time.monotonic(), 0)))
         if message is None or message.get("type") == "thread.changed":
-            current = await fetch_run(run_id)
+            fresh = await _read(lambda: fetch_run(run_id))
+            current = current if fresh is UNREAD else fresh
             if message is None:
                 yield None
             continue

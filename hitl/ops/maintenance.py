@@ -22,6 +22,7 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
+from hitl.core.errors import is_transient
 from hitl.core.models import HumanInterrupt, Run
 from hitl.core.services import ServiceError
 from hitl.ops import services as ops_services
@@ -120,19 +121,35 @@ def _broker_reachable() -> bool:
 @shared_task(name="hitl.maintenance.expire_interrupts", ignore_result=True, time_limit=120)
 def expire_interrupts_task() -> int:
     close_old_connections()
-    count = expire_due_interrupts()
-    if count:
-        log.info("expired %d interrupts", count)
-    return count
+    with _skip_sweep_on_outage("expiry"):
+        count = expire_due_interrupts()
+        if count:
+            log.info("expired %d interrupts", count)
+        return count
+    return 0
 
 
 @shared_task(name="hitl.maintenance.reap_runs", ignore_result=True, time_limit=120)
 def reap_runs_task() -> dict[str, int]:
     close_old_connections()
-    result = reap_runs()
-    if any(result.values()):
-        log.info("reaper: %s", result)
-    return result
+    with _skip_sweep_on_outage("reaper"):
+        result = reap_runs()
+        if any(result.values()):
+            log.info("reaper: %s", result)
+        return result
+    return {}
+
+
+@contextlib.contextmanager
+def _skip_sweep_on_outage(name: str):
+    """A sweep that meets a database or broker outage waits for the next one (seconds)."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        log.warning("%s sweep skipped: %s", name, exc)
+        close_old_connections()
 
 
 # --- the embedded default: no beat, so the web process sweeps --------------------------------

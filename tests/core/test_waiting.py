@@ -41,3 +41,34 @@ def test_status_waiters_skip_streamed_events_and_get_each_change_once():
     full_got, status_got = asyncio.run(scenario())
     assert [m["type"] for m in full_got] == ["thread.event", "thread.changed"]
     assert [m["type"] for m in status_got] == ["thread.changed"]
+
+
+def test_a_wait_outlives_its_dropped_database_connection(transactional_db, requester):
+    """Once a run exists, a dropped session must not end the wait in an error."""
+    import threading
+
+    import psycopg
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    from hitl.core.models import Run, Thread
+    from hitl.core.waiting import fetch_run, wait_for_run
+    from tests.conftest import _test_database_url
+
+    thread = Thread.objects.create(graph="approval", requester=requester, status="busy")
+    run = Run.objects.create(thread=thread, kind="start", status="running")
+
+    def finish() -> None:
+        Run.objects.filter(pk=run.pk).update(status="success")
+        connection.close()
+
+    async def scenario():
+        await fetch_run(run.pk)  # the waiter's thread now holds a session
+        pid = await sync_to_async(lambda: connection.connection.info.backend_pid)()
+        with psycopg.connect(_test_database_url(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        threading.Timer(1.0, finish).start()
+        return await wait_for_run(run.pk, 15)
+
+    finished = asyncio.run(scenario())
+    assert finished is not None and finished.status == "success"

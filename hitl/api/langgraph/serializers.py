@@ -10,6 +10,7 @@ from hitl.api.langgraph import state
 from hitl.api.langgraph.services import assistant_id_for
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
+from hitl.core.retry import retry_transient
 
 # Ours -> LangGraph's (ThreadStatus has no "done"; RunStatus has no "queued"/"cancelled").
 THREAD_STATUS = {
@@ -151,6 +152,7 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
     return data
 
 
+@retry_transient  # a read: safe to repeat, and the run it answers for already exists
 def run_output(run: Run) -> dict[str, Any]:
     """What runs/wait and runs/join answer: the thread's values after the run."""
     thread = run.thread
