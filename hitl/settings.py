@@ -202,6 +202,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Processes per worker container; scale out with more workers (`--scale worker=N`).
 CELERY_WORKER_CONCURRENCY = envint("HITL_WORKER_CONCURRENCY", 2)
+# Celery's Django fixup closes (and, with a pool under prefork, tears down) every database
+# connection around each task unless told to reuse them: 4 new Postgres sessions per
+# review cycle. Pooled connections are health-checked before use, so keep them.
+CELERY_DB_REUSE_MAX = envint("HITL_DB_REUSE_MAX", 1000)
 CELERY_IMPORTS = ("hitl.core.tasks", "hitl.ops.maintenance", "hitl.ops.webhooks")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Periodic maintenance (celery beat): expire overdue interrupts, requeue runs whose
