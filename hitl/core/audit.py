@@ -19,7 +19,7 @@ def _jsonable(data: dict[str, Any] | None) -> dict[str, Any]:
     return json.loads(json.dumps(data or {}, cls=DjangoJSONEncoder))
 
 
-def audit_record(
+def audit_event(
     *,
     kind: str,
     thread: Thread | Any | None = None,
@@ -31,7 +31,7 @@ def audit_record(
     actor_id: int | None = None,
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """Append one audit event; call it inside the transaction that makes the change.
+    """Build (not save) one audit event; `audit_record` or `audit_bulk` appends it.
 
     `thread` may be a Thread or its id; ids stand in for rows the caller has not loaded.
     """
@@ -42,7 +42,7 @@ def audit_record(
         thread_id = getattr(interrupt, "thread_id", None) or getattr(run, "thread_id", None)
     if actor is not None:
         actor_id = actor.pk if actor.is_authenticated else None
-    return AuditEvent.objects.create(
+    return AuditEvent(
         kind=kind,
         thread_id=thread_id,
         run_id=getattr(run, "pk", run_id),
@@ -50,6 +50,18 @@ def audit_record(
         actor_id=actor_id,
         data=_jsonable(data),
     )
+
+
+def audit_record(**fields: Any) -> AuditEvent:
+    """Append one audit event; call it inside the transaction that makes the change."""
+    event = audit_event(**fields)
+    event.save()
+    return event
+
+
+def audit_bulk(events: list[AuditEvent]) -> None:
+    """Append several audit events in one INSERT (same transaction rule)."""
+    AuditEvent.objects.bulk_create(events)
 
 
 def error_summary(error: str) -> str:

@@ -504,19 +504,29 @@ def run_finish(
         )
         thread.status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
         thread.save(update_fields=["status", "updated_at"])
-        for row in created:
-            audit.audit_record(
-                kind=audit.Kind.INTERRUPT_CREATED,
-                thread=thread,
-                run=run,
-                interrupt=row,
-                data=audit.interrupt_summary(row),
-            )
-        audit.audit_record(
-            kind=audit.Kind.RUN_FINISHED,
-            thread=thread,
-            run=run,
-            data={"status": run.status, "interrupts": len(created), "attempt": run.attempts},
+        audit.audit_bulk(
+            [
+                *(
+                    audit.audit_event(
+                        kind=audit.Kind.INTERRUPT_CREATED,
+                        thread=thread,
+                        run=run,
+                        interrupt=row,
+                        data=audit.interrupt_summary(row),
+                    )
+                    for row in created
+                ),
+                audit.audit_event(
+                    kind=audit.Kind.RUN_FINISHED,
+                    thread=thread,
+                    run=run,
+                    data={
+                        "status": run.status,
+                        "interrupts": len(created),
+                        "attempt": run.attempts,
+                    },
+                ),
+            ]
         )
         for row in created:
             transaction.on_commit(

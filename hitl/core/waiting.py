@@ -258,11 +258,12 @@ async def wait_for_run(
     if subscription is None and run is UNREAD:
         return await _poll_run(run_id, timeout)
     sub = subscription or await ThreadSubscription(run.thread_id, status_only=True).open()
+    if own:  # read again now that we listen: a change in between is not missed
+        run = await _read(lambda: fetch_run(run_id))
     deadline = time.monotonic() + timeout
     last: Any = UNREAD
     try:
         while True:
-            run = await _read(lambda: fetch_run(run_id))
             if run is not UNREAD:
                 last = run
                 if run is None or run.status in TERMINAL:
@@ -276,6 +277,7 @@ async def wait_for_run(
                 message = await sub.get(left)
                 if message is None or is_run_end(message):
                     break
+            run = await _read(lambda: fetch_run(run_id))
     finally:
         if own:
             await sub.close()
