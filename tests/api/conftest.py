@@ -84,10 +84,23 @@ def token_for(user) -> str:
     return ApiToken.issue(user=user, name="api-compat")[1]
 
 
+_open_clients: list[Any] = []
+
+
 def sdk_client(base_url: str, user):
     from langgraph_sdk import get_sync_client
 
-    return get_sync_client(url=f"{base_url}/langgraph", api_key=token_for(user))
+    client = get_sync_client(url=f"{base_url}/langgraph", api_key=token_for(user))
+    _open_clients.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients():
+    """Close every client a test opened: an unclosed socket surfaces in a later test."""
+    yield
+    while _open_clients:
+        _open_clients.pop().close()
 
 
 # --- a local webhook receiver ---------------------------------------------------------
