@@ -59,8 +59,13 @@ def run_start(
     title: str = "",
     reviewer_group: Group | None = None,
     metadata: dict[str, Any] | None = None,
+    run_metadata: dict[str, Any] | None = None,
+    webhook: str = "",
 ) -> Run:
-    """Start a run: on a new thread, or on an existing idle/done/error thread."""
+    """Start a run: on a new thread, or on an existing idle/done/error thread.
+
+    A thread that has never run takes the run's graph (one created by the API first).
+    """
     if graph not in registry.targets:
         raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
     if input is None:
@@ -72,7 +77,8 @@ def run_start(
     check_storable(input, "Run input")
     check_storable(metadata, "Thread metadata")
     check_storable(title, "The title")
-    with transaction.atomic():
+    # No savepoint: inside a caller's transaction a failure here undoes all of it anyway.
+    with transaction.atomic(savepoint=False):
         if thread is None:
             thread = Thread.objects.create(
                 graph=graph,
@@ -87,17 +93,21 @@ def run_start(
             if not user_can_view_thread(user, thread):
                 raise NotFound("No such thread.")
             if thread.graph != graph:
-                raise Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
+                if thread.runs.exists():
+                    raise Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
+                thread.graph = graph
             if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
                 raise Conflict(
                     f"The thread is {thread.status}; answer or cancel it before starting a new run."
                 )
             thread.status = Thread.Status.BUSY
-            thread.save(update_fields=["status", "updated_at"])
+            thread.save(update_fields=["graph", "status", "updated_at"])
         run = Run.objects.create(
             thread=thread,
             kind=Run.Kind.START,
             input=input,
+            metadata=run_metadata or {},
+            webhook=webhook,
             created_by=user if user and user.is_authenticated else None,
         )
         _announce_thread(thread)
@@ -182,7 +192,7 @@ def interrupt_resolve(
         thread = Thread.objects.select_for_update().get(pk=thread_id)
         row = (
             HumanInterrupt.objects.select_for_update(of=("self",))
-            .select_related("responded_by")
+            .select_related("responded_by", "reviewer_group", "run")
             .get(pk=interrupt_id)
         )
         if not user_can_review(user, row):
@@ -273,7 +283,7 @@ def _resume_when_answered(*, thread: Thread, row: HumanInterrupt, user) -> Run |
         thread=thread,
         kind=Run.Kind.RESUME,
         # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
-        webhook=Run.objects.filter(pk=row.run_id).values_list("webhook", flat=True).first() or "",
+        webhook=row.run.webhook if row.run_id else "",
         input={"resume": resume},
         created_by=user if user is not None and user.is_authenticated else None,
     )

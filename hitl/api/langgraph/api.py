@@ -195,11 +195,11 @@ def _create_run(
     new_thread_id = thread_id if stateless else None
     if not stateless:
         assert thread_id is not None
-        existing = Thread.objects.filter(pk=thread_id).first()
-        if existing is None and body.if_not_exists == "create":
+        thread = Thread.objects.filter(pk=thread_id).first()
+        if thread is None and body.if_not_exists == "create":
             new_thread_id = thread_id
-        else:
-            thread = _thread_for(request, thread_id)
+        elif thread is None or not user_can_view_thread(request.user, thread):
+            raise services.NotFound(f"Thread {thread_id} not found.")
     command = body.command.dict() if body.command is not None else None
     return lg_services.run_create(
         user=request.user,

@@ -88,14 +88,6 @@ def thread_update(*, thread: Thread, user, metadata: Any) -> Thread:
     return thread
 
 
-def _bind_graph(thread: Thread, graph: str) -> None:
-    """A thread created without a graph takes its first run's graph."""
-    if thread.graph == graph or thread.runs.exists():
-        return
-    Thread.objects.filter(pk=thread.pk).update(graph=graph)
-    thread.graph = graph
-
-
 def run_create(
     *,
     user,
@@ -134,13 +126,18 @@ def run_create(
     with transaction.atomic():
         if thread is None:
             thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
-        if command is not None:
-            if thread.graph != graph:
-                raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
-            run = resume_command(thread=thread, user=user, resume=command["resume"])
-        else:
-            _bind_graph(thread, graph)
-            run = services.run_start(graph=graph, input=input, user=user, thread=thread)
+        if command is None:
+            return services.run_start(
+                graph=graph,
+                input=input,
+                user=user,
+                thread=thread,
+                run_metadata=metadata,
+                webhook=webhook or "",
+            )
+        if thread.graph != graph:
+            raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
+        run = resume_command(thread=thread, user=user, resume=command["resume"])
         # The run's message goes to the broker on commit, so these land first.
         run.metadata = {**run.metadata, **metadata}
         run.webhook = webhook or run.webhook

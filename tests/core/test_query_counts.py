@@ -1,0 +1,75 @@
+"""Query-count guards on the review cycle's hot paths.
+
+A regression shows up here as more statements, not as seconds. The caps are today's
+counts (inside a test transaction, so savepoints count too); lower them when a change
+removes statements. bench/peers.py measures the whole cycle, checkpointer included.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hitl.api.langgraph import serializers
+from hitl.api.langgraph import services as lg_services
+from hitl.core import services
+from hitl.core.models import HumanInterrupt, Run, Thread
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def idle_thread(requester):
+    """A thread created by the API first (threads.create), as the LangGraph SDK does."""
+    return lg_services.thread_create(user=requester)
+
+
+@pytest.fixture
+def paused_run(manual_runs, requester, idle_thread):
+    run = lg_services.run_create(
+        user=requester, assistant_id="approval", thread=idle_thread, input={}
+    )
+    manual_runs(run)
+    return Run.objects.select_related("thread").get(pk=run.pk)
+
+
+def test_starting_a_run_on_an_api_thread_stays_lean(
+    requester, idle_thread, django_assert_max_num_queries
+):
+    with django_assert_max_num_queries(6):
+        run = lg_services.run_create(
+            user=requester, assistant_id="approval", thread=idle_thread, input={}
+        )
+    assert run.status == "queued" and Thread.objects.get(pk=idle_thread.pk).graph == "approval"
+
+
+def test_claiming_a_run_stays_lean(requester, idle_thread, django_assert_max_num_queries):
+    run = lg_services.run_create(
+        user=requester, assistant_id="approval", thread=idle_thread, input={}
+    )
+    with django_assert_max_num_queries(5):
+        claimed, _ = services.run_claim(run_id=run.pk, worker="w1")
+    assert claimed is not None and claimed.status == "running"
+
+
+def test_executing_a_run_to_its_pause_stays_lean(
+    manual_runs, requester, reviewers_group, idle_thread, django_assert_max_num_queries
+):
+    run = lg_services.run_create(
+        user=requester, assistant_id="approval", thread=idle_thread, input={}
+    )
+    # Claim, the graph (its checkpointer has a connection of its own), finish.
+    with django_assert_max_num_queries(17):
+        assert manual_runs(run) == "interrupted"
+
+
+def test_the_wait_answer_reads_one_query(paused_run, django_assert_max_num_queries):
+    with django_assert_max_num_queries(1):
+        output = serializers.run_output(paused_run)
+    assert output["__interrupt__"]
+
+
+def test_answering_an_interrupt_stays_lean(paused_run, reviewer, django_assert_max_num_queries):
+    row = HumanInterrupt.objects.get(thread_id=paused_run.thread_id)
+    with django_assert_max_num_queries(13):
+        services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    assert Run.objects.filter(thread_id=paused_run.thread_id, kind="resume").count() == 1
