@@ -281,3 +281,49 @@ def test_the_embedded_server_expires_interrupts_without_beat(
     assert (row.status, row.response_type) == ("expired", "ignore")
     resume = Run.objects.get(thread=thread, kind="resume")
     assert resume.result["decision"] == {"type": "ignore", "args": None}
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except FileNotFoundError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def test_a_worker_whose_child_dies_during_start_up_loses_no_run(
+    worker_factory, test_database_url, transactional_db, requester, folder, tmp_path
+):
+    from tests.conftest import BIN, service_env, spawn
+
+    run = services.run_start(graph="ops_gated", input={"dir": str(folder)}, user=requester)
+    command = [
+        str(BIN / "celery"), "-A", "hitl", "worker", "-Q", "runs,default", "-c", "1",
+        "--pool", "prefork", "-n", "starting@%h", "--without-gossip", "--without-mingle",
+        "--without-heartbeat", "-l", "INFO",
+    ]  # fmt: skip
+    starting = spawn(command, service_env(test_database_url, **OPS_ENV), tmp_path / "w.log")
+    try:
+        # SIGKILL the pool child the moment it exists, before the worker is ready.
+        def kill_a_child() -> bool:
+            for child in _children(starting.pid):
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                return True
+            return False
+
+        wait_for(kill_a_child, 60, 0.005, "a pool child to kill")
+        assert "ready." not in starting.output()
+        # Celery may give up ("Could not start worker processes") or replace the child;
+        # either way whatever runs it starts a worker again, as compose's restart policy
+        # or systemd's Restart=always does, and the run is not lost.
+        worker_factory("restarted", concurrency=1, **OPS_ENV)
+        wait_thread(run.thread_id, "interrupted", timeout=60)
+    finally:
+        starting.stop(signal.SIGKILL)
+    run.refresh_from_db()
+    assert run.status == "interrupted" and run.attempts <= 2
+    assert HumanInterrupt.objects.filter(thread_id=run.thread_id).count() == 1
+    assert len(lines(folder / "prepare.log")) in (1, 2)  # at most the killed attempt again
