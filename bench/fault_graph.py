@@ -17,7 +17,8 @@ from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+
+from bench.peer_graph import review  # the same pause as the peers benchmark
 
 
 class FaultState(TypedDict, total=False):
@@ -42,30 +43,6 @@ def record(name: str, config: RunnableConfig) -> None:
 def plan(state: FaultState, config: RunnableConfig) -> dict[str, Any]:
     record("plan", config)
     return {"plan": {"action": "send_email", "args": {"to": "team@example.com", "n": 1}}}
-
-
-def review(state: FaultState) -> dict[str, Any]:
-    planned = state.get("plan") or {}
-    answer = interrupt(
-        [
-            {
-                "action_request": {
-                    "action": planned.get("action", "send_email"),
-                    "args": planned.get("args", {}),
-                },
-                "config": {
-                    "allow_accept": True,
-                    "allow_edit": True,
-                    "allow_respond": True,
-                    "allow_ignore": True,
-                },
-                "description": f"Send the email for {state.get('request') or 'faults'}?",
-            }
-        ]
-    )
-    if isinstance(answer, list) and answer:
-        answer = answer[0]
-    return {"decision": answer}
 
 
 def act(state: FaultState, config: RunnableConfig) -> dict[str, Any]:
