@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from hitl.core.models import ToolExecution
 
 
 class ThreadToolLedger:
-    """One thread's ledger. Each write commits on its own, before and after the tool runs."""
+    """One thread's ledger. Each write commits on its own, before and after the tool runs.
+
+    ToolNode calls it from its executor's threads. A Django connection opened there is
+    that thread's own and would never go back to the pool, so each call off the thread
+    that built the ledger hands its connection back when it is done.
+    """
 
     def __init__(self, thread_id: Any):
         self.thread_id = thread_id
+        self._owner = threading.get_ident()
+
+    def _release(self) -> None:
+        if threading.get_ident() != self._owner:
+            connection.close()
 
     def begin(self, *, interrupt_id: str, tool_call_id: str, tool: str) -> dict[str, Any] | None:
+        try:
+            return self._begin(interrupt_id=interrupt_id, tool_call_id=tool_call_id, tool=tool)
+        finally:
+            self._release()
+
+    def _begin(self, *, interrupt_id: str, tool_call_id: str, tool: str) -> dict[str, Any] | None:
         key = {
             "thread_id": self.thread_id,
             "interrupt_id": interrupt_id,
@@ -31,6 +48,9 @@ class ThreadToolLedger:
         return None
 
     def finish(self, *, interrupt_id: str, tool_call_id: str, result: dict[str, Any]) -> None:
-        ToolExecution.objects.filter(
-            thread_id=self.thread_id, interrupt_id=interrupt_id, tool_call_id=tool_call_id
-        ).update(status=ToolExecution.Status.DONE, result=result, finished_at=timezone.now())
+        try:
+            ToolExecution.objects.filter(
+                thread_id=self.thread_id, interrupt_id=interrupt_id, tool_call_id=tool_call_id
+            ).update(status=ToolExecution.Status.DONE, result=result, finished_at=timezone.now())
+        finally:
+            self._release()

@@ -95,3 +95,28 @@ def test_idempotency_keys_are_stable_per_task_and_differ_between_tasks():
     assert idempotency_key(a) != idempotency_key(
         {"configurable": {"thread_id": "t2", "checkpoint_ns": "act:1111"}}
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_calls_from_tool_threads_hand_their_connection_back(requester):
+    # ToolNode runs tools on its executor's threads: a connection left open there would
+    # never return to the pool, and a few approved calls later the worker would starve.
+    import threading
+
+    from django.db import connection
+
+    thread = Thread.objects.create(graph="demo", requester=requester)
+    ledger = ThreadToolLedger(thread.pk)
+    still_open: list[bool] = []
+
+    def approved_call(n: int) -> None:
+        ledger.begin(interrupt_id="i", tool_call_id=f"call-{n}", tool="send_money")
+        ledger.finish(interrupt_id="i", tool_call_id=f"call-{n}", result={"content": "ok"})
+        still_open.append(connection.connection is not None)
+
+    for n in range(12):
+        worker = threading.Thread(target=approved_call, args=(n,))
+        worker.start()
+        worker.join()
+    assert still_open == [False] * 12
+    assert ToolExecution.objects.filter(thread=thread, status="done").count() == 12

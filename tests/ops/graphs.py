@@ -10,14 +10,22 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import InjectedState
 from langgraph.types import interrupt
+
+from agents.tools import approval_tool_node, require_approval
 
 TARGETS = {
     "ops_gated": "tests.ops.graphs:gated_graph",
     "ops_flaky": "tests.ops.graphs:flaky_graph",
+    "ops_tool_gated": "tests.ops.graphs:tool_gated_graph",
 }
 OPS_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -121,5 +129,41 @@ flaky_graph = (
     .add_edge(START, "first")
     .add_edge("first", "second")
     .add_edge("second", END)
+    .compile()
+)
+
+
+class ToolGatedState(TypedDict, total=False):
+    dir: str
+    messages: Annotated[list, add_messages]
+
+
+@tool
+def publish(
+    copies: int,
+    folder: Annotated[str, InjectedState("dir")],
+    call_id: Annotated[str, InjectedToolCallId],
+) -> str:
+    """Publish the report: the side effect the approval gate guards, one line per call."""
+    with (Path(folder) / "published.log").open("a") as fh:
+        fh.write(f"{call_id}\n")
+    return f"published {copies} copies"
+
+
+def _propose(state: ToolGatedState, config: RunnableConfig) -> dict[str, Any]:
+    thread_id = config["configurable"]["thread_id"]
+    call = {"name": "publish", "args": {"copies": 1}, "id": f"call-{thread_id}"}
+    return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+
+# An agent's tool call through require_approval: the ledger runs it at most once per
+# decision, whatever happens to the worker or its database sessions.
+tool_gated_graph = (
+    StateGraph(ToolGatedState)
+    .add_node("propose", _propose)
+    .add_node("tools", approval_tool_node([require_approval(publish, allow_edit=False)]))
+    .add_edge(START, "propose")
+    .add_edge("propose", "tools")
+    .add_edge("tools", END)
     .compile()
 )

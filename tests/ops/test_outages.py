@@ -52,7 +52,7 @@ class Client:
 
     def cycle(self, folder: Path) -> str:
         thread_id = self.call(
-            "POST", "/api/v1/threads", json={"graph": "ops_gated", "input": {"dir": str(folder)}}
+            "POST", "/api/v1/threads", json={"graph": "ops_tool_gated", "input": {"dir": str(folder)}}
         )["thread_id"]
         while True:
             thread = self.call("GET", f"/api/v1/threads/{thread_id}/wait", params={"timeout": 10})
@@ -96,7 +96,9 @@ def run_load(base: str, tokens: dict, folder: Path, fault) -> tuple[list[str], l
     return done, statuses
 
 
-def assert_every_cycle_ended_well(thread_ids: list[str], statuses: list[int]) -> None:
+def assert_every_cycle_ended_well(
+    thread_ids: list[str], statuses: list[int], folder: Path
+) -> None:
     assert 500 not in statuses
     assert len(set(thread_ids)) == CYCLES
     threads = Thread.objects.filter(pk__in=thread_ids)
@@ -107,6 +109,9 @@ def assert_every_cycle_ended_well(thread_ids: list[str], statuses: list[int]) ->
     for thread in threads:
         [row] = HumanInterrupt.objects.filter(thread=thread)
         assert row.status == "resolved" and row.response_type == "accept"
+    # The approved tool ran once per decision: no repeated side effect through the gate.
+    published = (folder / "published.log").read_text().split()
+    assert sorted(published) == sorted(f"call-{thread_id}" for thread_id in thread_ids)
 
 
 def test_dropped_database_sessions_mid_load_cost_no_500_and_no_failed_run(
@@ -141,7 +146,7 @@ def test_dropped_database_sessions_mid_load_cost_no_500_and_no_failed_run(
 
     thread_ids, statuses = run_load(base, tokens, folder, terminate_sessions)
     assert sum(killed) > 0
-    assert_every_cycle_ended_well(thread_ids, statuses)
+    assert_every_cycle_ended_well(thread_ids, statuses, folder)
 
 
 def test_redis_down_mid_load_costs_no_500_and_every_run_finishes(
@@ -165,4 +170,4 @@ def test_redis_down_mid_load_costs_no_500_and_every_run_finishes(
         private_redis.start()  # empty: whatever it held is gone
 
     thread_ids, statuses = run_load(base, tokens, folder, redis_outage)
-    assert_every_cycle_ended_well(thread_ids, statuses)
+    assert_every_cycle_ended_well(thread_ids, statuses, folder)
