@@ -183,6 +183,18 @@ class _Publisher:
         while loop.is_running() and time.monotonic() < deadline:
             time.sleep(0.01)
 
+    def ask(self, coro_fn: Callable[[], Any], *, default: Any, timeout: float = 1.0) -> Any:
+        """Run `coro_fn()` on the publisher's loop and return its result (or `default`)."""
+        loop, _ = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(coro_fn(), loop)
+        try:
+            return future.result(timeout=timeout)
+        except Exception as exc:
+            future.cancel()
+            if not is_transient(exc) and not isinstance(exc, TimeoutError):
+                log.exception("channel layer query failed")
+            return default
+
     def flush(self) -> None:
         """Block until everything published so far has been handed to the layer."""
         self.send("hitl.flush", {"type": "noop"}, wait=True)
@@ -194,6 +206,28 @@ publisher = _Publisher()
 def publish(groups: list[str], message: dict[str, Any]) -> None:
     for group in dict.fromkeys(groups):
         publisher.send(group, message)
+
+
+async def _group_has_members(group: str) -> bool:
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    groups = getattr(layer, "groups", None)
+    if isinstance(groups, dict):  # the in-memory layer (embedded server)
+        return bool(groups.get(group))
+    group_key = getattr(layer, "_group_key", None)
+    if group_key is None:  # a layer that keeps no membership we can read: assume someone
+        return True
+    connection = layer.connection(layer.consistent_hash(group))
+    since = int(time.time()) - layer.group_expiry
+    return await connection.zcount(group_key(group), since, "+inf") > 0
+
+
+def thread_stream_listened(thread_id: Any) -> bool:
+    """Whether anyone listens to the thread's full event stream (a thread page, an SSE
+    or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""
+    group = thread_group(thread_id)
+    return publisher.ask(lambda: _group_has_members(group), default=True)
 
 
 def publish_thread_event(thread_id: Any, event: dict[str, Any]) -> None:

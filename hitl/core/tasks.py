@@ -118,6 +118,9 @@ class _Heartbeat(threading.Thread):
             connection.close()
 
 
+# While nobody listens to a run's stream, how often the worker looks again.
+LISTEN_RECHECK_SECONDS = 1.0
+
 # After a transient fault, how long before the run is tried again.
 TRANSIENT_RETRY_SECONDS = 1.0
 
@@ -154,11 +157,20 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         graph_input = _graph_input(graph, config, run)
         events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         if graph_input is not _ALREADY_DONE:
+            # Streamed events are built and sent only while someone listens. API streams
+            # listen before their run exists; a page opened mid-run is noticed at the
+            # next step (it then gets steps; messages and snapshots from the next run).
+            listened = events.thread_stream_listened(thread.pk)
+            checked = time.monotonic()
+            modes = agui.STREAM_MODES if listened else ["updates"]
             for mode, chunk in graph.stream(
-                graph_input, config, stream_mode=agui.STREAM_MODES, durability="sync"
+                graph_input, config, stream_mode=modes, durability="sync"
             ):
-                for event in agui.events_for_chunk(mode, chunk):
-                    events.publish_thread_event(thread.pk, event)
+                if not listened and time.monotonic() - checked >= LISTEN_RECHECK_SECONDS:
+                    listened, checked = events.thread_stream_listened(thread.pk), time.monotonic()
+                if listened:
+                    for event in agui.events_for_chunk(mode, chunk):
+                        events.publish_thread_event(thread.pk, event)
                 # The heartbeat thread watches the row; the loop only reads its flag.
                 if mode == "updates" and heartbeat.lost:
                     log.info("run %s stopped: cancelled or taken over", run.pk)
