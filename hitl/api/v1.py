@@ -13,15 +13,15 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from ninja import File, NinjaAPI, Schema, Status, UploadedFile
 from ninja.errors import ValidationError
-from ninja.security import APIKeyHeader, HttpBearer, SessionAuth
+from ninja.security import SessionAuth
 
 from hitl.api.errors import Error, install_error_handlers
+from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import files, services
 from hitl.core.artifacts import artifact_json
-from hitl.core.models import ApiToken, HumanInterrupt, Run, Thread
+from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.selectors import (
     interrupt_list_for_reviewer,
@@ -30,37 +30,6 @@ from hitl.core.selectors import (
     user_can_view_thread,
 )
 from hitl.core.waiting import thread_wait_for_status
-
-
-def _user_for_key(key: str | None):
-    if not key:
-        return None
-    token = ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash_key(key)).first()
-    if token is None or not token.user.is_active:
-        return None
-    # Touch last_used_at at most once a minute: no write per request.
-    now = timezone.now()
-    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
-
-
-class TokenHeader(APIKeyHeader):
-    param_name = "X-Api-Key"
-
-    def authenticate(self, request, key):
-        user = _user_for_key(key)
-        if user is not None:
-            request.user = user
-        return user
-
-
-class TokenBearer(HttpBearer):
-    def authenticate(self, request, token):
-        user = _user_for_key(token)
-        if user is not None:
-            request.user = user
-        return user
 
 
 class BrowserSession(SessionAuth):

@@ -243,15 +243,23 @@ async def _read(query: Callable[[], Awaitable[Any]]) -> Any:
 
 
 async def wait_for_run(
-    run_id: Any, timeout: float, *, subscription: ThreadSubscription | None = None
+    run_id: Any,
+    timeout: float,
+    *,
+    subscription: ThreadSubscription | None = None,
+    known: Run | None = None,
 ) -> Run | None:
     """Return the run once it is terminal (interrupted, success, error, cancelled).
 
     At `timeout` the run is returned as it is (check `run.status`); None when there
     is no such run. Pass an open `subscription` to cover events sent before this
-    call (e.g. one opened before the run was created).
+    call (e.g. one opened before the run was created), and the run as `known` when it
+    was read (or created) after that subscription opened: no need to read it again.
     """
-    run = await _read(lambda: fetch_run(run_id))
+    if known is not None and subscription is not None:
+        run: Any = known
+    else:
+        run = await _read(lambda: fetch_run(run_id))
     if run is None or (run is not UNREAD and run.status in TERMINAL):
         return run
     own = subscription is None

@@ -27,7 +27,7 @@ from hitl.api.langgraph import serializers, state
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.resume import check_storable
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events
-from hitl.api.v1 import TokenBearer, TokenHeader
+from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import services
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
@@ -247,7 +247,7 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
     thread_id = thread_id or uuid.uuid4()
     async with ThreadSubscription(thread_id, status_only=True) as sub:
         run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
-        run = await wait_for_run(run.pk, _wait_seconds(), subscription=sub)
+        run = await wait_for_run(run.pk, _wait_seconds(), subscription=sub, known=run)
     return await _finished_output(request, run)
 
 
