@@ -72,3 +72,20 @@ def test_a_wait_outlives_its_dropped_database_connection(transactional_db, reque
 
     finished = asyncio.run(scenario())
     assert finished is not None and finished.status == "success"
+
+
+def test_workers_see_whether_anyone_listens_to_a_threads_stream():
+    # Streamed events are built and sent only while this says yes.
+    thread_id = uuid.uuid4()
+
+    async def scenario():
+        seen = [await asyncio.to_thread(events.thread_stream_listened, thread_id)]
+        async with ThreadSubscription(thread_id, status_only=True):
+            seen.append(await asyncio.to_thread(events.thread_stream_listened, thread_id))
+        async with ThreadSubscription(thread_id):
+            seen.append(await asyncio.to_thread(events.thread_stream_listened, thread_id))
+        seen.append(await asyncio.to_thread(events.thread_stream_listened, thread_id))
+        return seen
+
+    # Nobody; a status waiter (needs no stream); a stream listener; gone again.
+    assert asyncio.run(scenario()) == [False, False, True, False]
