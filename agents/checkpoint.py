@@ -12,6 +12,29 @@ from urllib.parse import urlparse
 _lock = threading.Lock()
 _cache: dict[str, tuple[int, Any]] = {}
 _SETUP_LOCK_ID = 0x4C47_4350  # "LGCP": serializes checkpointer migrations across processes
+# A pooled connection handed back less than this long ago is used without a check.
+CHECK_AFTER_IDLE_SECONDS = 1.0
+
+
+def _mark_returned(conn: Any) -> None:
+    """The pool's reset hook: remember when the connection came back."""
+    conn._hitl_returned = time.monotonic()
+
+
+def _check_if_idle(conn: Any) -> None:
+    """The pool's check: a round trip, unless the connection was in use a moment ago.
+
+    A session the server dropped (restart, failover, pg_terminate_backend) is found
+    and replaced before use. Under load every checkout would pay the round trip for a
+    connection that was busy milliseconds before; those skip it, and the rare one the
+    server dropped in that second fails its statement like any dropped connection
+    mid-use (a transient fault: the run goes back to the queue).
+    """
+    from psycopg_pool import ConnectionPool
+
+    returned = getattr(conn, "_hitl_returned", None)
+    if returned is None or time.monotonic() - returned >= CHECK_AFTER_IDLE_SECONDS:
+        ConnectionPool.check_connection(conn)
 
 
 def _make(url: str, pool_size: int) -> Any:
@@ -27,7 +50,8 @@ def _make(url: str, pool_size: int) -> Any:
             max_size=pool_size,
             kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
             # Checked before use: a connection the server dropped is replaced, not used.
-            check=ConnectionPool.check_connection,
+            check=_check_if_idle,
+            reset=_mark_returned,
             open=True,
         )
         with pool.connection() as conn:
