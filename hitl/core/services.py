@@ -172,18 +172,32 @@ def _request_of(row: HumanInterrupt) -> contract.Request:
 
 @retry_transient
 def interrupt_resolve(
-    *, interrupt_id: Any, user, response_type: str, args: Any = None
+    *,
+    interrupt_id: Any,
+    user,
+    response_type: str,
+    args: Any = None,
+    thread_id: Any = None,
+    run_fields: dict[str, Any] | None = None,
 ) -> HumanInterrupt:
-    """Answer one interrupt; resume the thread once every interrupt of its run is answered."""
+    """Answer one interrupt; resume the thread once every interrupt of its run is answered.
+
+    A caller that already knows the row's thread passes `thread_id` (one read less);
+    `run_fields` (metadata, webhook) go into the resume run if this answer creates it.
+    The returned row's `resume_run` is that run, or None.
+    """
     check_storable(args, "The answer")
     check_storable(response_type, "The decision type")
     try:
         interrupt_id = uuid.UUID(str(interrupt_id))
     except ValueError:
         raise NotFound("No such interrupt.") from None
-    thread_id = (
-        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
-    )
+    if thread_id is None:
+        thread_id = (
+            HumanInterrupt.objects.filter(pk=interrupt_id)
+            .values_list("thread_id", flat=True)
+            .first()
+        )
     if thread_id is None:
         raise NotFound("No such interrupt.")
     with transaction.atomic():
@@ -193,8 +207,11 @@ def interrupt_resolve(
         row = (
             HumanInterrupt.objects.select_for_update(of=("self",))
             .select_related("responded_by", "reviewer_group", "run")
-            .get(pk=interrupt_id)
+            .filter(pk=interrupt_id, thread_id=thread_id)
+            .first()
         )
+        if row is None:
+            raise NotFound("No such interrupt.")
         if not user_can_review(user, row):
             if user_can_view_thread(user, thread):
                 raise Forbidden("This interrupt is routed to a reviewer group you are not in.")
@@ -238,7 +255,9 @@ def interrupt_resolve(
                 responded_by=user.get_username(),
             )
         )
-        _resume_when_answered(thread=thread, row=row, user=user)
+        row.resume_run = _resume_when_answered(
+            thread=thread, row=row, user=user, run_fields=run_fields
+        )
     return row
 
 
@@ -249,7 +268,9 @@ def _answered(row: HumanInterrupt) -> bool:
     )
 
 
-def _resume_when_answered(*, thread: Thread, row: HumanInterrupt, user) -> Run | None:
+def _resume_when_answered(
+    *, thread: Thread, row: HumanInterrupt, user, run_fields: dict[str, Any] | None = None
+) -> Run | None:
     """Queue the resume run once every interrupt of `row`'s run is answered.
 
     Runs inside the deciding transaction with the thread locked; shared by reviewer
@@ -279,13 +300,15 @@ def _resume_when_answered(*, thread: Thread, row: HumanInterrupt, user) -> Run |
     }
     if not resume:  # every interrupt was cancelled or expired without an answer
         return None
+    fields = dict(run_fields or {})
+    # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
+    fields["webhook"] = fields.get("webhook") or (row.run.webhook if row.run_id else "")
     run = Run.objects.create(
         thread=thread,
         kind=Run.Kind.RESUME,
-        # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
-        webhook=row.run.webhook if row.run_id else "",
         input={"resume": resume},
         created_by=user if user is not None and user.is_authenticated else None,
+        **fields,
     )
     thread.status = Thread.Status.BUSY
     thread.save(update_fields=["status", "updated_at"])

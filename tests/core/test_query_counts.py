@@ -73,3 +73,23 @@ def test_answering_an_interrupt_stays_lean(paused_run, reviewer, django_assert_m
     with django_assert_max_num_queries(13):
         services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     assert Run.objects.filter(thread_id=paused_run.thread_id, kind="resume").count() == 1
+
+
+def test_resuming_through_the_langgraph_api_stays_lean(
+    paused_run, reviewer, django_assert_num_queries
+):
+    # runs.wait(command={"resume": ...}): read the pending rows once, answer them with
+    # their thread known, and create the resume run with its metadata and webhook.
+    # 17 with the savepoints of the three nested transactions (22 before).
+    thread = Thread.objects.get(pk=paused_run.thread_id)
+    with django_assert_num_queries(17) as captured:
+        run = lg_services.run_create(
+            user=reviewer,
+            assistant_id="approval",
+            thread=thread,
+            command={"resume": {"type": "accept"}},
+            metadata={"source": "test"},
+        )
+    assert (run.kind, run.metadata) == ("resume", {"source": "test"})
+    sql = [q["sql"] for q in captured.captured_queries]
+    assert sum('FROM "hitl_humaninterrupt"' in s and "FOR UPDATE" not in s for s in sql) == 2

@@ -137,9 +137,18 @@ def _answered_conflict(thread: Thread, ids: Iterable[str]) -> services.Conflict 
     return services.Conflict(f"Interrupt {row.interrupt_id} is {row.status}.")
 
 
-def _resolve_all(*, thread: Thread, user, plan: list[tuple[Any, str, Any]]) -> Run:
+def _resolve_all(
+    *,
+    thread: Thread,
+    user,
+    plan: list[tuple[Any, str, Any]],
+    groups: dict[str, list[HumanInterrupt]],
+    run_fields: dict[str, Any] | None = None,
+) -> Run:
+    """Answer every row of `plan` in one transaction. `groups` are the thread's pending
+    rows as read for the plan (each answer locks and checks its row again)."""
     check_storable([args for _, _, args in plan], "An answer")
-    pending = {row.pk for rows in _pending_by_interrupt(thread).values() for row in rows}
+    pending = {row.pk for rows in groups.values() for row in rows}
     missing = pending - {row.pk for row, _, _ in plan}
     if missing:
         raise services.Invalid(
@@ -147,25 +156,39 @@ def _resolve_all(*, thread: Thread, user, plan: list[tuple[Any, str, Any]]) -> R
             "resume; answer every pending interrupt at once (or answer them one by one "
             "with POST /api/v1/interrupts/{id}/decision)."
         )
+    run = None
     with transaction.atomic():
         for row, response_type, args in plan:
-            services.interrupt_resolve(
-                interrupt_id=row.pk, user=user, response_type=response_type, args=args
+            answered = services.interrupt_resolve(
+                interrupt_id=row.pk,
+                user=user,
+                response_type=response_type,
+                args=args,
+                thread_id=thread.pk,
+                run_fields=run_fields,
             )
-        run = thread.runs.active().order_by("-created_at").first()
+            run = answered.resume_run or run
     if run is None:  # every answer landed but nothing to resume (all cancelled upstream)
         raise services.Conflict("Nothing to resume: the thread's interrupts were withdrawn.")
     return run
 
 
-def resume_command(*, thread: Thread, user, resume: Any) -> Run:
+def resume_command(
+    *, thread: Thread, user, resume: Any, run_fields: dict[str, Any] | None = None
+) -> Run:
     """Answer a thread's pending interrupts from a LangGraph `Command(resume=...)` value.
 
     `resume` is either one value (when exactly one interrupt is pending) or a map
     {interrupt_id: value}; the interrupt ids are the ones in the thread's `interrupts`.
     """
     groups = _pending_by_interrupt(thread)
-    if isinstance(resume, dict) and resume and all(isinstance(k, str) for k in resume):
+    # A map {interrupt_id: value}; a HumanResponse or decision ({"type": ...}) is one value.
+    if (
+        isinstance(resume, dict)
+        and resume
+        and all(isinstance(k, str) for k in resume)
+        and not {"type", "decisions"} & set(resume)
+    ):
         known = set(groups)
         if set(resume) <= known:
             plan = [
@@ -173,7 +196,9 @@ def resume_command(*, thread: Thread, user, resume: Any) -> Run:
                 for key, value in resume.items()
                 for a in answers_for_interrupt(groups[key], value)
             ]
-            return _resolve_all(thread=thread, user=user, plan=plan)
+            return _resolve_all(
+                thread=thread, user=user, plan=plan, groups=groups, run_fields=run_fields
+            )
         conflict = _answered_conflict(thread, resume)
         if conflict is not None:
             raise conflict
@@ -188,7 +213,8 @@ def resume_command(*, thread: Thread, user, resume: Any) -> Run:
             "resume with a map {interrupt_id: value}."
         )
     (rows,) = groups.values()
-    return _resolve_all(thread=thread, user=user, plan=answers_for_interrupt(rows, resume))
+    plan = answers_for_interrupt(rows, resume)
+    return _resolve_all(thread=thread, user=user, plan=plan, groups=groups, run_fields=run_fields)
 
 
 def resume_entries(*, thread: Thread, user, entries: dict[str, Any]) -> Run:
@@ -219,4 +245,4 @@ def resume_entries(*, thread: Thread, user, entries: dict[str, Any]) -> Run:
         raise services.Invalid(f"No pending interrupt {unknown[0]!r} on this thread.")
     if not plan:
         raise services.Invalid("The resume list is empty.")
-    return _resolve_all(thread=thread, user=user, plan=plan)
+    return _resolve_all(thread=thread, user=user, plan=plan, groups=groups)

@@ -137,12 +137,8 @@ def run_create(
             )
         if thread.graph != graph:
             raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
-        run = resume_command(thread=thread, user=user, resume=command["resume"])
-        # The run's message goes to the broker on commit, so these land first.
-        run.metadata = {**run.metadata, **metadata}
-        run.webhook = webhook or run.webhook
-        run.save(update_fields=["metadata", "webhook"])
-    return run
+        fields = {"metadata": metadata, "webhook": webhook or ""}
+        return resume_command(thread=thread, user=user, resume=command["resume"], run_fields=fields)
 
 
 def run_cancel(*, run: Run, user) -> Run:
