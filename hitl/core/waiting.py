@@ -248,6 +248,7 @@ async def wait_for_run(
     *,
     subscription: ThreadSubscription | None = None,
     known: Run | None = None,
+    fetch: Callable[[Any], Awaitable[Run | None]] | None = None,
 ) -> Run | None:
     """Return the run once it is terminal (interrupted, success, error, cancelled).
 
@@ -255,11 +256,14 @@ async def wait_for_run(
     is no such run. Pass an open `subscription` to cover events sent before this
     call (e.g. one opened before the run was created), and the run as `known` when it
     was read (or created) after that subscription opened: no need to read it again.
+    `fetch` replaces the read of the run (e.g. one that also prepares the answer, so
+    the final read and the answer share one hop to a worker thread).
     """
+    fetch_run_ = fetch or fetch_run
     if known is not None and subscription is not None:
         run: Any = known
     else:
-        run = await _read(lambda: fetch_run(run_id))
+        run = await _read(lambda: fetch_run_(run_id))
     if run is None or (run is not UNREAD and run.status in TERMINAL):
         return run
     own = subscription is None
@@ -267,7 +271,7 @@ async def wait_for_run(
         return await _poll_run(run_id, timeout)
     sub = subscription or await ThreadSubscription(run.thread_id, status_only=True).open()
     if own:  # read again now that we listen: a change in between is not missed
-        run = await _read(lambda: fetch_run(run_id))
+        run = await _read(lambda: fetch_run_(run_id))
     deadline = time.monotonic() + timeout
     last: Any = UNREAD
     try:
@@ -285,7 +289,7 @@ async def wait_for_run(
                 message = await sub.get(left)
                 if message is None or is_run_end(message):
                     break
-            run = await _read(lambda: fetch_run(run_id))
+            run = await _read(lambda: fetch_run_(run_id))
     finally:
         if own:
             await sub.close()

@@ -247,8 +247,21 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
     thread_id = thread_id or uuid.uuid4()
     async with ThreadSubscription(thread_id, status_only=True) as sub:
         run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
-        run = await wait_for_run(run.pk, _wait_seconds(), subscription=sub, known=run)
+        run = await wait_for_run(
+            run.pk, _wait_seconds(), subscription=sub, known=run, fetch=_fetch_finished
+        )
     return await _finished_output(request, run)
+
+
+def _read_finished(run_id) -> Run | None:
+    """The run, with its wait answer prepared once it is terminal (one hop for both)."""
+    run = Run.objects.select_related("thread").filter(pk=run_id).first()
+    if run is not None and run.status in Run.TERMINAL:
+        run.wait_output = serializers.run_output(run)
+    return run
+
+
+_fetch_finished = sync_to_async(_read_finished)
 
 
 async def _finished_output(request, run: Run | None):
@@ -260,7 +273,9 @@ async def _finished_output(request, run: Run | None):
             {"detail": f"The run is still {run.status}; join it again later."},
             status=408,
         )
-    output = await sync_to_async(serializers.run_output)(run)
+    output = getattr(run, "wait_output", None)
+    if output is None:
+        output = await sync_to_async(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
     response["Content-Location"] = _location(request, run)
     return response
@@ -561,7 +576,8 @@ def runs_cancel(
 )
 async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     run = await sync_to_async(_run_for)(request, thread_id, run_id)
-    return await _finished_output(request, await wait_for_run(run.pk, _wait_seconds()))
+    run = await wait_for_run(run.pk, _wait_seconds(), fetch=_fetch_finished)
+    return await _finished_output(request, run)
 
 
 @api.get(
