@@ -10,7 +10,6 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import close_old_connections
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from hitl.core.errors import is_transient
@@ -44,8 +43,9 @@ def _inprocess(run_id: Any) -> None:
 def enqueue_run(run_id: Any) -> None:
     """Send a run to its executor; called after the creating transaction commits.
 
-    A failed send is logged, not raised: the run stays queued in the database and
-    the reaper re-sends it.
+    The run's dispatched_at was stamped with the transaction that queued it, so a
+    successful send costs no write. A failed send is logged, not raised, and clears
+    the stamp: the run stays queued in the database and the reaper re-sends it.
     """
     from hitl.core.models import Run
 
@@ -60,8 +60,11 @@ def enqueue_run(run_id: Any) -> None:
                 log.warning("could not enqueue run %s (%s); the reaper re-sends it", run_id, exc)
             else:
                 log.exception("could not enqueue run %s; the reaper will re-send it", run_id)
+            try:
+                Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(dispatched_at=None)
+            except Exception as db_exc:  # the stamp then ages: re-sent after REDISPATCH_AFTER
+                log.warning("run %s: could not mark the failed send (%s)", run_id, db_exc)
             return
-        Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
         return
     global _pool
     with _pool_lock:
@@ -69,5 +72,4 @@ def enqueue_run(run_id: Any) -> None:
             _pool = ThreadPoolExecutor(
                 max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run"
             )
-    Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
     _pool.submit(_inprocess, run_id)

@@ -39,6 +39,8 @@ def _announce_thread(thread: Thread) -> None:
 
 
 def _enqueue(run: Run) -> None:
+    """Send the run once the transaction commits. The caller has stamped the run's
+    dispatched_at; a send that fails clears it, so the reaper re-sends it soon."""
     run_id, thread_id = run.pk, run.thread_id
 
     def send() -> None:
@@ -109,6 +111,7 @@ def run_start(
             metadata=run_metadata or {},
             webhook=webhook,
             created_by=user if user and user.is_authenticated else None,
+            dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )
         _announce_thread(thread)
         _enqueue(run)
@@ -308,6 +311,7 @@ def _resume_when_answered(
         kind=Run.Kind.RESUME,
         input={"resume": resume},
         created_by=user if user is not None and user.is_authenticated else None,
+        dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         **fields,
     )
     thread.status = Thread.Status.BUSY

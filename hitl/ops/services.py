@@ -80,7 +80,7 @@ def run_retry(*, run_id: Any, user) -> Run:
         run.finished_at = None
         run.lease_owner = ""
         run.lease_expires_at = None
-        run.dispatched_at = None
+        run.dispatched_at = timezone.now()  # sent on commit; a failed send clears it
         run.save(
             update_fields=[
                 "status",
@@ -131,7 +131,7 @@ def run_requeue(*, run_id: Any, now: datetime | None = None) -> Run | None:
         run.status = Run.Status.QUEUED
         run.lease_owner = ""
         run.lease_expires_at = None
-        run.dispatched_at = None
+        run.dispatched_at = timezone.now()  # sent on commit; a failed send clears it
         run.save(update_fields=["status", "lease_owner", "lease_expires_at", "dispatched_at"])
         audit.audit_record(
             kind=audit.Kind.RUN_RETRIED,
@@ -157,9 +157,10 @@ def run_redispatch(*, run_id: Any, stale_before: datetime) -> bool:
             return False
         if run.dispatched_at is not None and run.dispatched_at > stale_before:
             return False
-        # enqueue_run stamps dispatched_at only once the broker took the message, so a
-        # send that fails again is retried on the next sweep. A duplicate message is
-        # harmless: the run's lease lets exactly one claim execute it.
+        # Stamped now; a send that fails again clears the stamp (dispatch.enqueue_run),
+        # so it is retried on the next sweep. A duplicate message is harmless: the
+        # run's lease lets exactly one claim execute it.
+        Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
         _enqueue(run)
     log.warning("run %s re-sent to the broker", run.pk)
     return True
