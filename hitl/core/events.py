@@ -17,7 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels_redis.core import RedisChannelLayer
 
 from hitl.core.errors import is_transient
 
@@ -212,15 +213,25 @@ async def _group_has_members(group: str) -> bool:
     layer = get_channel_layer()
     if layer is None:
         return False
-    groups = getattr(layer, "groups", None)
-    if isinstance(groups, dict):  # the in-memory layer (embedded server)
-        return bool(groups.get(group))
-    group_key = getattr(layer, "_group_key", None)
-    if group_key is None:  # a layer that keeps no membership we can read: assume someone
-        return True
+    if isinstance(layer, InMemoryChannelLayer):  # the embedded server: one process
+        return bool(layer.groups.get(group))
+    if not isinstance(layer, RedisChannelLayer):
+        return True  # a layer whose membership we cannot read (pubsub): assume someone
     connection = layer.connection(layer.consistent_hash(group))
     since = int(time.time()) - layer.group_expiry
-    return await connection.zcount(group_key(group), since, "+inf") > 0
+    return await connection.zcount(layer._group_key(group), since, "+inf") > 0
+
+
+def groups_listened(groups: list[str]) -> bool:
+    """Whether any of `groups` has a member (a socket or stream); when unsure: yes."""
+
+    async def any_member() -> bool:
+        for group in groups:
+            if await _group_has_members(group):
+                return True
+        return False
+
+    return publisher.ask(any_member, default=True)
 
 
 def thread_stream_listened(thread_id: Any) -> bool:

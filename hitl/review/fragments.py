@@ -10,6 +10,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
+from hitl.core import events
 from hitl.core.audit import audit_for_thread
 from hitl.core.models import HumanInterrupt, Thread
 from hitl.core.selectors import thread_pending_interrupts, thread_runs, user_can_review
@@ -74,7 +75,14 @@ def inbox_interrupt_fragment(interrupt_id: Any) -> dict[str, Any] | None:
 
 
 def attach_inbox_row(message: dict[str, Any]) -> None:
-    """Add a new pending interrupt's inbox row to its InterruptChanged message."""
+    """Add a new pending interrupt's inbox row to its InterruptChanged message.
+
+    Only while an inbox socket listens: the row is rendered once here for all of them.
+    A socket that joins later renders rows for messages without one itself.
+    """
+    inboxes = [events.inbox_group(message.get("reviewer_group_id")), events.INBOX_ALL]
+    if not events.groups_listened(inboxes):
+        return
     fragment = inbox_interrupt_fragment(message["interrupt_id"])
     if fragment is not None:
         message["html"], message["notify"] = fragment["html"], fragment["notify"]

@@ -216,3 +216,27 @@ def test_requesters_inbox_follows_their_threads(requester):
         await quinn.disconnect()
 
     asyncio.run(scenario())
+
+
+def test_the_worker_renders_inbox_rows_only_while_an_inbox_listens(
+    reviewer, requester, fresh_layer
+):
+    from hitl.review import fragments
+
+    def pending_message(row) -> dict:
+        return {"interrupt_id": str(row.pk), "reviewer_group_id": row.reviewer_group_id}
+
+    async def scenario():
+        _, (row,) = await pause(user=requester, values=[human_interrupt("send_email")])
+        alone = pending_message(row)
+        await asyncio.to_thread(fragments.attach_inbox_row, alone)
+        rita = await connect("/ws/inbox/", reviewer)
+        watched = pending_message(row)
+        await asyncio.to_thread(fragments.attach_inbox_row, watched)
+        await rita.disconnect()
+        return alone, watched
+
+    alone, watched = asyncio.run(scenario())
+    # The pubsub layer keeps no membership to ask: it renders, as before.
+    assert ("html" in alone) == (fresh_layer == "redis-pubsub")
+    assert "send_email" in watched["html"]
