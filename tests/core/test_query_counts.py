@@ -68,6 +68,16 @@ def test_the_wait_answer_reads_one_query(paused_run, django_assert_max_num_queri
     assert output["__interrupt__"]
 
 
+def test_a_finished_wait_reads_its_run_and_answer_in_two_queries(
+    paused_run, django_assert_max_num_queries
+):
+    from hitl.api.langgraph.api import _read_finished
+
+    with django_assert_max_num_queries(2):
+        run = _read_finished(paused_run.pk)
+    assert run.wait_output["__interrupt__"]
+
+
 def test_answering_an_interrupt_stays_lean(paused_run, reviewer, django_assert_max_num_queries):
     row = HumanInterrupt.objects.get(thread_id=paused_run.thread_id)
     with django_assert_max_num_queries(13):
