@@ -177,19 +177,52 @@
       if (event.target === help || event.target.hasAttribute("data-close-help")) showHelp(false);
     });
   }
-  let pendingG = false;
+  // Multi-key sequences ("g i") are handled here, before the page's own listeners (this
+  // script runs first): the keys of a sequence never reach a page's single-key actions.
+  let pendingG = null;
+  function swallow(event) {
+    event.preventDefault();
+    event.stopImmediatePropagation();
+  }
   document.addEventListener("keydown", function (event) {
     if (event.key === "Escape") {
-      if (help && !help.hidden) { showHelp(false); event.preventDefault(); return; }
+      pendingG = null;
+      if (help && !help.hidden) { showHelp(false); swallow(event); return; }
       if (HITL.isTyping(event)) event.target.blur();
       return;
     }
     if (HITL.isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.key === "?") { showHelp(help && help.hidden); event.preventDefault(); return; }
-    if (pendingG && event.key === "i") { location.href = "/"; return; }
-    if (event.key === "n") { location.href = "/interrupts/next/"; return; }
-    pendingG = event.key === "g";
+    if (event.key === "Shift") return;
+    if (pendingG) {
+      clearTimeout(pendingG);
+      pendingG = null;
+      swallow(event);
+      if (event.key === "i") location.href = "/";
+      return;
+    }
+    if (help && !help.hidden) {
+      // The help covers the page: no key acts on what is behind it.
+      if (event.key === "?") showHelp(false);
+      swallow(event);
+      return;
+    }
+    if (event.key === "?") { showHelp(true); swallow(event); return; }
+    if (event.key === "g") {
+      pendingG = setTimeout(function () { pendingG = null; }, 1500);
+      swallow(event);
+      return;
+    }
+    if (event.key === "n") { swallow(event); location.href = "/interrupts/next/"; return; }
+    // A held key repeats: never let that turn into a string of decisions.
+    if (event.repeat) swallow(event);
   });
+
+  // Decision keys act only on an item the reviewer can see selected.
+  HITL.isVisiblySelected = function (el) {
+    if (!el || !el.isConnected || !el.classList.contains("selected")) return false;
+    const box = el.getBoundingClientRect();
+    return box.height > 0 && box.bottom > 0 && box.top < window.innerHeight;
+  };
 
   document.addEventListener("submit", function (event) {
     const form = event.target;
