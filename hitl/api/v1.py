@@ -21,6 +21,7 @@ from hitl.api.errors import Error, install_error_handlers
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import files, services
 from hitl.core.artifacts import artifact_json
+from hitl.core.errors import error_headline
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.selectors import (
@@ -109,7 +110,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "status": run.status,
         "input": run.input,
         "result": run.result,
-        "error": run.error,
+        "error": error_headline(run.error) if run.error else "",
         "final_result": run.final_result,
         "attempts": run.attempts,
         "created_at": run.created_at.isoformat(),

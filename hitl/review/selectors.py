@@ -267,6 +267,17 @@ def interrupt_clarification(row: HumanInterrupt) -> dict[str, Any] | None:
     }
 
 
+def interrupt_label(row: HumanInterrupt) -> str:
+    """What an interrupt asks, in words: "which quarter should …?" or "send email"."""
+    clarification = interrupt_clarification(row)
+    if clarification and clarification["question"]:
+        question = " ".join(clarification["question"].split())
+        return f"“{question[:117] + '…' if len(question) > 120 else question}”"
+    if row.action:
+        return row.action.replace("_", " ").strip()
+    return "the question"
+
+
 @dataclass
 class ChatMessage:
     role: str

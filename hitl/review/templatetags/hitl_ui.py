@@ -63,3 +63,19 @@ def clarification_of(row):
     from hitl.review.selectors import interrupt_clarification
 
     return interrupt_clarification(row)
+
+
+@register.filter
+def headline(error) -> str:
+    """A stored traceback as its exception type and message."""
+    from hitl.core.errors import error_headline
+
+    return error_headline(str(error or ""))
+
+
+@register.filter
+def action_words(row) -> str:
+    """What an interrupt asks, in words: the question, or the action without underscores."""
+    from hitl.review.selectors import interrupt_label
+
+    return interrupt_label(row)
