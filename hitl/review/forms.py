@@ -22,7 +22,7 @@ from hitl.review.rendering import (
     ArgField,
     arg_fields,
 )
-from hitl.review.selectors import TABS, InboxQuery
+from hitl.review.selectors import TABS, InboxQuery, interrupt_clarification
 
 
 class StartThreadForm(forms.Form):
@@ -162,6 +162,9 @@ def _arg_form_field(arg: ArgField) -> forms.Field:
     )
 
 
+NOTELESS = {"accept": "accept", "edit": "submit the edit", "ignore": "ignore"}
+
+
 class DecisionForm(forms.Form):
     """One decision on one interrupt; the edit fields keep each argument's JSON type."""
 
@@ -182,6 +185,23 @@ class DecisionForm(forms.Form):
                 if not arg.locked:
                     self.fields[arg.name] = _arg_form_field(arg)
 
+    @property
+    def respond_label(self) -> str:
+        return "Send answer" if interrupt_clarification(self.interrupt) else "Respond"
+
+    def submitted(self) -> str:
+        """What the reviewer typed (edited values and note), to hand back if it was not applied."""
+        if not self.is_bound:
+            return ""
+        lines = []
+        for arg in self.arg_fields:
+            if arg.name in self.fields and arg.name in self.data:
+                lines.append(f"{arg.key}: {self.data.get(arg.name)}")
+        note = (self.data.get("response") or "").strip()
+        if note:
+            lines.append(note if not lines else f"note: {note}")
+        return "\n".join(lines)
+
     def edit_rows(self):
         """(argument, bound field or None when the argument is locked) in display order."""
         return [
@@ -192,6 +212,11 @@ class DecisionForm(forms.Form):
         cleaned = super().clean()
         kind = cleaned.get("type") or ""
         if cleaned.get("choice"):
+            note = (cleaned.get("response") or "").strip()
+            if note and note != cleaned["choice"]:
+                raise forms.ValidationError(
+                    "Pick an option or send your own words, not both: your note was kept."
+                )
             kind = "response"
             cleaned["response"] = cleaned["choice"]
         if not kind:
@@ -203,6 +228,13 @@ class DecisionForm(forms.Form):
             )
         if kind == "response" and not (cleaned.get("response") or "").strip():
             self.add_error("response", "Write a response (or pick an option).")
+        elif kind != "response" and (cleaned.get("response") or "").strip():
+            # Only a response carries the note: refuse rather than drop what was typed.
+            self.add_error(
+                "response",
+                f"This note is sent only with {self.respond_label}. Send it that way, "
+                f"or clear it to {NOTELESS[kind]}.",
+            )
         if kind != "edit":
             # Edit fields are only validated for an edit; a bad number must not block accept.
             for arg in self.arg_fields:

@@ -40,6 +40,37 @@ def interrupt_context(
     }
 
 
+DECISION_WORDS = {
+    "accept": "accepted it as proposed",
+    "edit": "edited and approved it",
+    "response": "answered instead of running it",
+    "ignore": "ignored it",
+}
+
+
+def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
+    """How a decided interrupt ended: who, which decision, and the args that went ahead."""
+    answer = row.response_args
+    final: Any = None
+    if row.response_type == "edit" and isinstance(answer, dict):
+        final = answer.get("args", answer)
+    elif row.response_type == "accept":
+        final = row.args
+    if row.status == HumanInterrupt.Status.RESOLVED:
+        decision = DECISION_WORDS.get(row.response_type, row.response_type)
+    elif row.response_type:
+        decision = f"was answered automatically on expiry ({row.response_type})"
+    else:
+        decision = f"is {row.get_status_display().lower()}"
+    return {
+        "row": row,
+        "who": row.responded_by.get_username() if row.responded_by else "",
+        "decision": decision,
+        "final_json": pretty_json(final) if final not in (None, {}) else "",
+        "response_text": answer if row.response_type == "response" else "",
+    }
+
+
 def interrupt_card(row: HumanInterrupt, *, can_answer: bool, request=None, **extra) -> str:
     return render_to_string(
         "hitl/partials/interrupt_card.html",
@@ -109,6 +140,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "artifacts": thread_artifacts(thread),
         "conversation": thread_conversation(thread),
         "audit": audit_for_thread(thread, limit=200),
+        "is_staff": user.is_staff,
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")),
     }
