@@ -131,3 +131,68 @@ def test_inbox_decision_keys_act_on_the_highlighted_row_only(
     settle(rita)
     assert statuses(newer) == ["pending"]
     assert rita.errors == []
+
+
+def test_a_typed_note_is_kept_until_sent(asgi_server, browser_page, reviewer, settings):
+    settings.HITL_EXECUTOR = "manual"
+    thread, (row,) = open_interrupts(user=reviewer, values=[human_interrupt()])
+    rita = browser_page(asgi_server, "rita")
+    rita.goto(f"/threads/{thread.pk}/")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    card = f"#interrupt-{row.pk}"
+    rita.fill(f"{card} .respond textarea", "Please cc legal.")
+    assert rita.is_disabled(f"{card} .btn-accept") and rita.is_disabled(f"{card} .btn-edit")
+    assert rita.is_disabled(f"{card} .btn-ignore") and rita.is_enabled(f"{card} .btn-respond")
+    hint = rita.inner_text(f"{card} .note-hint")
+    assert "sent only with Respond" in hint
+    base.shot(rita, "decisions-note-kept")
+    rita.keyboard.press("Escape")
+    rita.keyboard.press("a")
+    rita.wait_for_selector(".toast:has-text('Your note is sent only with Respond')")
+    settle(rita)
+    assert statuses(row) == ["pending"]
+    assert rita.input_value(f"{card} .respond textarea") == "Please cc legal."
+    rita.fill(f"{card} .respond textarea", "")
+    assert rita.is_enabled(f"{card} .btn-accept") and not rita.is_visible(f"{card} .note-hint")
+    rita.fill(f"{card} .respond textarea", "Please cc legal.")
+    with rita.expect_navigation():
+        rita.click(f"{card} .btn-respond")
+    row.refresh_from_db()
+    assert (row.response_type, row.response_args) == ("response", "Please cc legal.")
+    assert rita.errors == []
+
+
+def test_the_race_loser_sees_what_won_and_keeps_their_edit(
+    asgi_server, browser_page, reviewer, second_reviewer, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    thread, (row,) = open_interrupts(
+        user=reviewer, values=[human_interrupt(args={"to": "a@b.c", "subject": "Q3"})]
+    )
+    sam = browser_page(asgi_server, "sam")
+    sam.goto(f"/threads/{thread.pk}/")
+    sam.wait_for_selector("#live-indicator[data-state=live]")
+    mark_no_reload(sam)
+    card = f"#interrupt-{row.pk}"
+    sam.fill(f"{card} input[data-key=to]", "legal@example.com")
+    services.interrupt_resolve(
+        interrupt_id=row.pk,
+        user=reviewer,
+        response_type="edit",
+        args={"action": "send_email", "args": {"to": "cfo@example.com", "subject": "Q3"}},
+    )
+    note = sam.wait_for_selector(f"{card} .form-error")
+    assert note.inner_text() == "Already answered by rita. Your decision was not applied."
+    outcome = sam.wait_for_selector(f"{card} .outcome")
+    assert "rita edited and approved it" in outcome.inner_text()
+    assert "cfo@example.com" in outcome.inner_text()
+    assert sam.input_value(f"{card} textarea.lost-typed") == "to: legal@example.com"
+    base.shot(sam, "decisions-race-loser")
+    sam.wait_for_timeout(9000)  # longer than an untouched card stays
+    assert sam.is_visible(card)
+    sam.click(f"{card} button:has-text('Dismiss')")
+    sam.wait_for_selector(card, state="detached")
+    base.assert_not_reloaded(sam)
+    row.refresh_from_db()
+    assert row.response_args["args"]["to"] == "cfo@example.com"
+    assert sam.errors == []
