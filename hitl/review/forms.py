@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 from django import forms
 from django.conf import settings
 
@@ -162,6 +163,17 @@ def _arg_form_field(arg: ArgField) -> forms.Field:
     )
 
 
+def _schema_message(error: jsonschema.exceptions.ValidationError) -> str:
+    """A schema error in words a reviewer can act on."""
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.instance in ("", None) and error.validator in ("minLength", "pattern", "type"):
+        return "Required: this cannot be empty."
+    if error.validator == "pattern":
+        hint = schema.get("description") or "It does not have the expected form."
+        return f"{error.instance!r} is not valid here. {hint}"
+    return str(error.message)
+
+
 NOTELESS = {"accept": "accept", "edit": "submit the edit", "ignore": "ignore"}
 
 
@@ -239,8 +251,29 @@ class DecisionForm(forms.Form):
             # Edit fields are only validated for an edit; a bad number must not block accept.
             for arg in self.arg_fields:
                 self.errors.pop(arg.name, None)
+        elif self.interrupt.args_schema and not any(a.name in self.errors for a in self.arg_fields):
+            self._check_schema()
         cleaned["type"] = kind
         return cleaned
+
+    def _check_schema(self) -> None:
+        """Refuse an edit the tool's schema refuses, at the field, before the agent resumes."""
+        try:
+            validator = jsonschema.Draft202012Validator(self.interrupt.args_schema)
+            errors = sorted(validator.iter_errors(self._edited_args()), key=lambda e: list(e.path))
+        except (jsonschema.exceptions.SchemaError, TypeError, ValueError):
+            return  # a broken schema: the service says so
+        if not errors:
+            return
+        fields = {arg.key: arg.name for arg in self.arg_fields if arg.name in self.fields}
+        where = "/".join(str(p) for p in errors[0].path) or "args"
+        self.add_error(
+            None, f"Edited args do not match the tool's schema at {where}: {errors[0].message}"
+        )
+        for error in errors:
+            key = error.path[0] if error.path else None
+            if key in fields and fields[key] not in self.errors:
+                self.add_error(fields[key], _schema_message(error))
 
     def decision(self) -> tuple[str, Any]:
         """(response_type, args) for services.interrupt_resolve."""

@@ -17,8 +17,10 @@ from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
     interrupt_clarification,
+    mark_failed_actions,
     thread_artifacts,
     thread_conversation,
+    thread_failed_actions,
     thread_final_result,
 )
 
@@ -130,7 +132,16 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     for row in decided:
         row.response_json = pretty_json(row.response_args) if row.response_args is not None else ""
     final = thread_final_result(thread)
+    failed = thread_failed_actions(thread)
+    mark_failed_actions(runs, failed)
+    # The latest run's approved action failed: the thread says so, whatever the agent did next.
+    latest_failed = runs[0].failed_actions if runs else []
+    shown_status = thread.status
+    if latest_failed and thread.status in (Thread.Status.DONE, Thread.Status.ERROR):
+        shown_status = "action failed"
     return {
+        "failed_actions": latest_failed,
+        "shown_status": shown_status,
         "final_items": _result_items(final.final_result) if final else [],
         "thread": thread,
         "runs": runs,

@@ -5,11 +5,14 @@ Same set-up as test_browser.py: daphne, Debian's Chromium driven by Playwright.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from hitl.core import services
-from hitl.core.models import HumanInterrupt
-from tests.conftest import wait_for
+from hitl.core.models import HumanInterrupt, Thread
+from tests.conftest import ROOT, wait_for
+from tests.graphs import WORKER_GRAPHS, register_in_process
 from tests.review import test_browser as base
 from tests.review.conftest import human_interrupt, open_interrupts
 from tests.review.test_browser import mark_no_reload
@@ -196,3 +199,39 @@ def test_the_race_loser_sees_what_won_and_keeps_their_edit(
     row.refresh_from_db()
     assert row.response_args["args"]["to"] == "cfo@example.com"
     assert sam.errors == []
+
+
+@pytest.fixture
+def test_graphs(monkeypatch):
+    """The test graphs, in this process and in the web and worker processes it starts."""
+    monkeypatch.setenv("HITL_EXTRA_GRAPHS", WORKER_GRAPHS)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
+    register_in_process(monkeypatch)
+
+
+def test_a_failed_approved_action_shows_as_failed(
+    test_graphs, asgi_server, worker_factory, browser_page, reviewer
+):
+    worker_factory("w1")
+    run = services.run_start(
+        graph="failing_tool", input={"request": "notify"}, user=reviewer, title="Notify Ann"
+    )
+    rita = browser_page(asgi_server, "rita")
+    rita.goto(f"/threads/{run.thread_id}/")
+    accept = rita.wait_for_selector("article.interrupt .btn-accept")
+    mark_no_reload(rita)
+    with rita.expect_navigation():
+        accept.click()
+    banner = rita.wait_for_selector("#failed-actions")
+    text = banner.inner_text()
+    assert "The approved action failed".lower() in text.lower()
+    assert "notify customer" in text and "approved by rita" in text
+    assert "The mail server refused ann@bounce.example.com: mailbox full." in text
+    rita.wait_for_selector("#section-status .status-action-failed")
+    assert "action failed" in rita.inner_text("#section-runs")
+    base.shot(rita, "decisions-action-failed")
+    # The agent went on and finished; the thread's real status is kept for the API.
+    wait_for(lambda: Thread.objects.get(pk=run.thread_id).status == "done", what="done")
+    assert rita.errors == []

@@ -9,6 +9,7 @@ import pytest
 from hitl.core import services
 from hitl.core.errors import error_headline
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
+from tests.conftest import wait_for
 from tests.review.conftest import human_interrupt
 from tests.review.test_thread_page import arg_names, decide
 
@@ -146,3 +147,48 @@ def test_the_api_gives_the_error_without_traceback_or_server_paths(settings, api
     error = body["latest_run"]["error"]
     assert error == "ValueError: the recipient is not an email address"
     assert HumanInterrupt.objects.count() == 0
+
+
+def test_the_demo_refuses_an_edit_without_a_valid_recipient_at_the_field(
+    paused, client_for, reviewer, requester
+):
+    from agents.graphs.demo import send_email_with_approval
+    from agents.tools.approval import approval_policy, approval_request
+
+    call = {
+        "id": "c1",
+        "name": "send_email",
+        "args": {"to": "a@b.co", "subject": "Q3", "body": "x"},
+    }
+    value = approval_request(
+        send_email_with_approval, approval_policy(send_email_with_approval), call
+    )
+    thread, (row,) = paused(user=requester, values=[value], graph="demo")
+    client = client_for(reviewer)
+    names = arg_names(client, row)
+    for bad, message in [("", "Required: this cannot be empty."), ("nobody", "is not valid here")]:
+        response = decide(client, row, {"type": "edit", names["to"]: bad, names["subject"]: "Q3"})
+        assert response.status_code == 400
+        html = response.content.decode()
+        field = html[html.index(f'name="{names["to"]}"') :]
+        assert message in field[: field.index("</div>", field.index("field-error"))]
+    row.refresh_from_db()
+    assert row.status == "pending" and not Run.objects.filter(thread=thread, kind="resume")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approved_tool_that_crashes_shows_as_a_failed_action(
+    monkeypatch, worker_factory, client_for, reviewer
+):
+    from tests.graphs import WORKER_GRAPHS, register_in_process
+
+    register_in_process(monkeypatch)
+    worker_factory("w1", HITL_EXTRA_GRAPHS=WORKER_GRAPHS)
+    run = services.run_start(graph="failing_tool", input={"request": "crash"}, user=reviewer)
+    row = wait_for(lambda: HumanInterrupt.objects.filter(thread=run.thread).first(), 60)
+    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    wait_for(lambda: run.thread.runs.filter(status="error").exists(), 60, what="the run to fail")
+    page = client_for(reviewer).get(f"/threads/{run.thread_id}/").content.decode()
+    banner = page[page.index('id="failed-actions"') :]
+    assert "RuntimeError: SMTP connection to crash.example.com reset by peer" in banner
+    assert "status-action-failed" in page and "Traceback" not in page
