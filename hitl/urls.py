@@ -25,6 +25,7 @@ urlpatterns = [
     ),
     path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
+    path("interrupts/<uuid:interrupt_id>/undo/", views.interrupt_undo, name="interrupt-undo"),
     path(
         "interrupts/<uuid:interrupt_id>/outcome/",
         views.interrupt_outcome,

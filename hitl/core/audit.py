@@ -136,7 +136,12 @@ def _summary(event: AuditEvent) -> str:
             f" ({data['reason']})" if data.get("reason") else ""
         )
     if kind == Kind.INTERRUPT_ANSWERED:
-        return f"{data.get('response_type', '?')} on {data.get('action') or 'request'}"
+        grace = (
+            f" (undo possible for {data['grace_seconds']:g} s)" if data.get("grace_seconds") else ""
+        )
+        return f"{data.get('response_type', '?')} on {data.get('action') or 'request'}{grace}"
+    if kind == Kind.INTERRUPT_UNDONE:
+        return f"{data.get('response_type', '?')} undone; pending again"
     if kind == Kind.INTERRUPT_EXPIRED:
         outcome = data.get("response_type")
         return f"auto-{outcome}" if outcome else "expired without an answer"

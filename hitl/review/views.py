@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
@@ -191,8 +193,12 @@ def interrupt_decide(request, interrupt_id):
     # A decided row goes to the service whatever the form says: it names who answered.
     response_type, args = form.decision() if form.is_valid() else ("accept", None)
     try:
-        services.interrupt_resolve(
-            interrupt_id=row.pk, user=request.user, response_type=response_type, args=args
+        decided = services.interrupt_resolve(
+            interrupt_id=row.pk,
+            user=request.user,
+            response_type=response_type,
+            args=args,
+            grace=settings.HITL_UNDO_SECONDS,
         )
     except services.ServiceError as exc:
         if as_json:
@@ -219,12 +225,55 @@ def interrupt_decide(request, interrupt_id):
     )
     label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
     done = f"{label.get(response_type, 'Ignored')}: {interrupt_label(row)}"
+    undo = undo_info(decided)
     if as_json:
-        return JsonResponse({"ok": True, "next": next_url, "message": _sentence(done)})
+        return JsonResponse(
+            {"ok": True, "next": next_url, "message": _sentence(done), "undo": undo}
+        )
     moved = following is not None and following.thread_id != row.thread_id
     where = f" on “{row.thread.title}”; here is the next one" if moved else ""
-    messages.success(request, _sentence(done + where))
+    tags = f"undo undo-{decided.pk}-{undo['until_ms']}" if undo else ""
+    messages.success(request, _sentence(done + where), extra_tags=tags)
     return redirect(next_url)
+
+
+def undo_info(row: HumanInterrupt) -> dict | None:
+    """Where and until when a decision under its grace period can be undone."""
+    if row.undo_until is None:
+        return None
+    return {
+        "url": reverse("interrupt-undo", args=[row.pk]),
+        "until_ms": int(row.undo_until.timestamp() * 1000),
+        "seconds": max(0.0, (row.undo_until - timezone.now()).total_seconds()),
+    }
+
+
+@login_required
+@require_POST
+def interrupt_undo(request, interrupt_id):
+    """Take back one's own decision while its grace period lasts."""
+    row = (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .select_related("thread", "reviewer_group")
+        .first()
+    )
+    if row is None or not (
+        user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)
+    ):
+        raise Http404("No such interrupt.")
+    as_json = _wants_json(request)
+    try:
+        services.interrupt_undo(interrupt_id=row.pk, user=request.user)
+    except services.ServiceError as exc:
+        if as_json:
+            return JsonResponse({"error": exc.message}, status=exc.status_code)
+        messages.error(request, exc.message)
+        return _render_thread(request, row.thread, status=exc.status_code)
+    text = f"Undone: {interrupt_label(row)} is waiting for a decision again."
+    if as_json:
+        return JsonResponse({"ok": True, "message": text})
+    messages.success(request, text)
+    return redirect(reverse("thread", args=[row.thread_id]) + f"#interrupt-{row.pk}")
 
 
 def _sentence(text: str) -> str:

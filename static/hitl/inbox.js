@@ -67,7 +67,7 @@
       const data = await response.json();
       if (response.ok) {
         removeRow(row.dataset.id);
-        HITL.toast(data.message || (type === "accept" ? "Accepted." : "Ignored."));
+        HITL.undoToast(data.message || (type === "accept" ? "Accepted." : "Ignored."), data.undo);
       } else {
         delete row.dataset.busy;
         HITL.toast(data.error || "That did not work.", { kind: "warn" });

@@ -48,6 +48,71 @@
     setTimeout(function () { el.remove(); }, options.ms || 5000);
   };
 
+  // --- undo: a decision made here can be taken back while its grace period lasts -----
+  function armUndo(el, seconds, onUndo) {
+    const end = Date.now() + seconds * 1000;
+    const countdown = el.querySelector(".countdown");
+    const button = el.querySelector(".undo-button");
+    function tick() {
+      const left = Math.ceil((end - Date.now()) / 1000);
+      if (left > 0) {
+        if (countdown) countdown.textContent = "(" + left + " s)";
+        return;
+      }
+      clearInterval(timer);
+      // The server decides; past this point it would refuse anyway.
+      const form = button.closest("form") || button;
+      const done = document.createElement("span");
+      done.className = "muted-light";
+      done.textContent = " Sent to the agent.";
+      form.replaceWith(done);
+      setTimeout(function () { el.remove(); }, 2500);
+    }
+    const timer = setInterval(tick, 250);
+    tick();
+    if (onUndo) button.addEventListener("click", function (event) { event.preventDefault(); onUndo(); });
+    return { stop: function () { clearInterval(timer); } };
+  }
+
+  // For decisions made with fetch (the inbox's quick keys): a toast with an Undo button.
+  HITL.undoToast = function (text, undo, onUndone) {
+    const box = document.getElementById("toasts");
+    if (!box || !undo) { HITL.toast(text); return; }
+    const el = document.createElement("div");
+    el.className = "toast undo-toast";
+    el.setAttribute("role", "status");
+    const label = document.createElement("span");
+    label.className = "text";
+    label.textContent = text;
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "undo-button";
+    button.innerHTML = 'Undo <span class="countdown"></span>';
+    el.append(label, button);
+    box.appendChild(el);
+    const armed = armUndo(el, undo.seconds, async function () {
+      button.disabled = true;
+      const body = new FormData();
+      body.append("csrfmiddlewaretoken", HITL.csrfToken());
+      try {
+        const response = await fetch(undo.url, {
+          method: "POST", body: body, headers: { Accept: "application/json" }, credentials: "same-origin",
+        });
+        const data = await response.json();
+        armed.stop();
+        el.remove();
+        HITL.toast(data.message || data.error || "That did not work.", response.ok ? {} : { kind: "warn" });
+        if (response.ok && onUndone) onUndone();
+      } catch (e) {
+        button.disabled = false;
+        HITL.toast("Network error; try again.", { kind: "warn" });
+      }
+    });
+  };
+  document.querySelectorAll("#toasts .undo-toast[data-seconds]").forEach(function (el) {
+    armUndo(el, parseFloat(el.dataset.seconds) || 0);
+  });
+
   // --- live indicator over all of this page's sockets -----------------------------
   const states = {};
   function indicate(name, state) {

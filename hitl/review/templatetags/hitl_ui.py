@@ -79,3 +79,18 @@ def action_words(row) -> str:
     from hitl.review.selectors import interrupt_label
 
     return interrupt_label(row)
+
+
+@register.filter
+def undo_of(message) -> dict | None:
+    """The undo a flash message offers ({id, seconds}), from its `undo-<id>-<ms>` tag."""
+    import time
+
+    for tag in str(getattr(message, "extra_tags", "") or "").split():
+        if tag.startswith("undo-"):
+            pk, _, until_ms = tag[5:].rpartition("-")
+            if not until_ms.isdigit():
+                return None
+            seconds = max(0.0, int(until_ms) / 1000 - time.time())
+            return {"id": pk, "seconds": f"{seconds:.2f}"}
+    return None
