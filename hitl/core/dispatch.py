@@ -97,9 +97,11 @@ def schedule_release(interrupt_id: Any, seconds: float) -> None:
     timer.start()
 
 
-def _release_inprocess(interrupt_id: Any) -> None:
-    from hitl.core.services import interrupt_release
+RELEASER = "hitl.core.services.interrupt_release"  # by name, like RUNNER
 
+
+def _release_inprocess(interrupt_id: Any) -> None:
+    interrupt_release = import_string(RELEASER)
     close_old_connections()
     try:
         interrupt_release(interrupt_id=interrupt_id)
