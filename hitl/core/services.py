@@ -128,6 +128,8 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
         pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
         active = list(thread.runs.active().values_list("pk", "status"))
         thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
+        # Decisions under their grace period stay recorded, but never resume a cancelled thread.
+        thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
         thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
         audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
         for pk, _ in pending:
@@ -359,7 +361,10 @@ def interrupt_release(*, interrupt_id: Any, now=None) -> Run | None:
             return None  # undone, released already, or not due yet
         row.undo_until = None
         row.save(update_fields=["undo_until"])
-        if row.status != HumanInterrupt.Status.RESOLVED:
+        if (
+            row.status != HumanInterrupt.Status.RESOLVED
+            or thread.status != Thread.Status.INTERRUPTED
+        ):
             return None
         return _resume_when_answered(thread=thread, row=row, user=row.responded_by)
 

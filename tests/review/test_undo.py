@@ -179,3 +179,13 @@ def test_api_decisions_are_immediate_unless_the_client_asks(
         assert 400 <= response.status_code < 500
     asked.refresh_from_db()
     assert asked.status == "pending"
+
+
+def test_a_cancelled_thread_is_not_resumed_when_a_grace_period_ends(paused, reviewer, requester):
+    thread, (row,) = paused(user=requester, values=[human_interrupt()])
+    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
+    services.thread_cancel(thread=thread, user=requester)
+    assert services.interrupt_release_due(now=timezone.now() + timedelta(minutes=1)) == 0
+    with pytest.raises(services.Conflict, match="Too late to undo"):
+        services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    assert resumes(thread) == 0
