@@ -268,7 +268,8 @@ class DecisionForm(forms.Form):
         fields = {arg.key: arg.name for arg in self.arg_fields if arg.name in self.fields}
         where = "/".join(str(p) for p in errors[0].path) or "args"
         self.add_error(
-            None, f"Edited args do not match the tool's schema at {where}: {errors[0].message}"
+            None,
+            f"Edited args do not match the tool's schema at {where}: {_schema_message(errors[0])}",
         )
         for error in errors:
             key = error.path[0] if error.path else None

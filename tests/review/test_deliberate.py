@@ -172,6 +172,7 @@ def test_the_demo_refuses_an_edit_without_a_valid_recipient_at_the_field(
         html = response.content.decode()
         field = html[html.index(f'name="{names["to"]}"') :]
         assert message in field[: field.index("</div>", field.index("field-error"))]
+        assert "does not match '^" not in html  # no regular expressions for reviewers
     row.refresh_from_db()
     assert row.status == "pending" and not Run.objects.filter(thread=thread, kind="resume")
 
