@@ -117,5 +117,9 @@ def error_headline(error: str) -> str:
         # Frames, source lines and ^^^^ markers are indented; the exception line is not.
         body = [i for i, line in enumerate(tail) if line and not line[0].isspace()]
         lines = tail[body[0] :] if body else tail[-1:]
-    text = "\n".join(line for line in lines if line.strip()).strip()
+    # LangGraph adds a note naming its internal task; people need the exception alone.
+    lines = [
+        line for line in lines if line.strip() and not line.startswith("During task with name")
+    ]
+    text = "\n".join(lines).strip()
     return without_paths(text)[:2000] or "The run failed."

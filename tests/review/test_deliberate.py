@@ -116,6 +116,8 @@ def test_error_headline_is_the_exception_type_and_message_without_paths():
     chained = 'Traceback (most recent call last):\n  File "/srv/app/x.py", line 1\n    boom()\n    ^^^^^^\nKeyError: \'a\'\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File "/srv/app/y.py", line 2\nRuntimeError: failed in /usr/lib/python3/site-packages/mod.py'  # noqa: E501
     assert error_headline(chained) == "RuntimeError: failed in mod.py"
     assert error_headline("Gave up after 3 attempts.") == "Gave up after 3 attempts."
+    noted = "Traceback (most recent call last):\n  File \"x.py\"\nValueError: bad\nDuring task with name 'work' and id 'abc'"  # noqa: E501
+    assert error_headline(noted) == "ValueError: bad"
     assert error_headline("") == "The run failed."
 
 
