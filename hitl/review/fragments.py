@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from hitl.core.audit import audit_for_thread
 from hitl.core.models import HumanInterrupt, Thread
@@ -64,6 +65,8 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         decision = f"was answered automatically on expiry ({row.response_type})"
     else:
         decision = f"is {row.get_status_display().lower()}"
+    if row.undo_until is not None and row.undo_until > timezone.now():
+        decision += " (they can still undo it for a few seconds)"
     return {
         "row": row,
         "who": row.responded_by.get_username() if row.responded_by else "",

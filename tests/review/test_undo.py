@@ -85,7 +85,7 @@ def test_undo_after_the_grace_period_is_refused(paused, reviewer, requester, cli
 
 
 def test_under_grace_others_are_told_it_is_decided_and_cannot_undo_it(
-    paused, reviewer, second_reviewer, requester
+    paused, reviewer, second_reviewer, requester, client_for
 ):
     _, (row,) = paused(user=requester, values=[human_interrupt()])
     services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
@@ -95,6 +95,8 @@ def test_under_grace_others_are_told_it_is_decided_and_cannot_undo_it(
         )
     with pytest.raises(services.Conflict, match="Only a decision of your own"):
         services.interrupt_undo(interrupt_id=row.pk, user=second_reviewer)
+    outcome = client_for(second_reviewer).get(f"/interrupts/{row.pk}/outcome/").content.decode()
+    assert "accepted it as proposed (they can still undo it" in outcome
     # Undone: now the other reviewer's decision wins.
     services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
     services.interrupt_resolve(interrupt_id=row.pk, user=second_reviewer, response_type="ignore")
