@@ -123,3 +123,8 @@ def error_headline(error: str) -> str:
     ]
     text = "\n".join(lines).strip()
     return without_paths(text)[:2000] or "The run failed."
+
+
+def error_line(error: str) -> str:
+    """A stored failure as one line for API clients: the exception type and message."""
+    return (error_headline(error).splitlines() or [""])[0][:1000]

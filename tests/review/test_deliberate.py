@@ -195,3 +195,15 @@ def test_an_approved_tool_that_crashes_shows_as_a_failed_action(
     banner = page[page.index('id="failed-actions"') :]
     assert "RuntimeError: SMTP connection to crash.example.com reset by peer" in banner
     assert "status-action-failed" in page and "Traceback" not in page
+
+
+def test_every_api_names_a_failure_without_its_stack(settings, api_for, requester):
+    from hitl.api.langgraph import serializers
+    from hitl.ops.webhooks import EVENT_ERROR, _payload
+
+    settings.HITL_EXECUTOR = "manual"
+    run = _failed_run(requester)
+    run.refresh_from_db()
+    expected = "ValueError: the recipient is not an email address"
+    assert serializers._error_line(run.error) == expected
+    assert _payload(run, EVENT_ERROR)["error"] == expected
