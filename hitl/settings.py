@@ -216,6 +216,9 @@ HITL_REAPER_SECONDS = envfloat("HITL_REAPER_SECONDS", 2.0)
 # (a broker restart without persistence loses messages); duplicates are harmless.
 HITL_REDISPATCH_AFTER = envfloat("HITL_REDISPATCH_AFTER", 20.0)
 HITL_MAX_ESCALATIONS = envint("HITL_MAX_ESCALATIONS", 3)
+# Seconds a reviewer can undo a decision made in the browser before the agent resumes
+# (0: decisions act at once). API clients ask for one per decision.
+HITL_UNDO_SECONDS = envfloat("HITL_UNDO_SECONDS", 5.0)
 CELERY_BEAT_SCHEDULE = {
     "hitl-expire-interrupts": {
         "task": "hitl.maintenance.expire_interrupts",

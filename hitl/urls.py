@@ -25,6 +25,12 @@ urlpatterns = [
     ),
     path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
+    path("interrupts/<uuid:interrupt_id>/undo/", views.interrupt_undo, name="interrupt-undo"),
+    path(
+        "interrupts/<uuid:interrupt_id>/outcome/",
+        views.interrupt_outcome,
+        name="interrupt-outcome",
+    ),
     path("api/v1/", api.urls),
     # LangGraph-Server-compatible API and AG-UI endpoint (issue 6).
     path("langgraph/", lgapi.urls),

@@ -121,6 +121,13 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
     checkpoint._cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _decisions_act_at_once(settings):
+    """Browser decisions resume at once unless a test sets HITL_UNDO_SECONDS itself
+    (tests/review/test_undo.py covers the grace period)."""
+    settings.HITL_UNDO_SECONDS = 0
+
+
 @pytest.fixture
 def manual_runs(settings, request, monkeypatch):
     """Runs are not dispatched; the test executes them with `execute`."""
@@ -243,6 +250,8 @@ def api_for(db) -> Callable[[Any], ApiClient]:
 
 def service_env(database_url: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
+    # Browser decisions act at once unless a test asks for an undo grace period.
+    env.setdefault("HITL_UNDO_SECONDS", "0")
     env.update(
         {
             "DATABASE_URL": database_url,

@@ -16,9 +16,13 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
+
+from agents.models import get_model, latest_request, reply, tool_results
+from agents.react import build_react_agent
+from agents.tools import require_approval
 
 TARGETS = {
     "agent_batched": "tests.graphs:batched_agent",
@@ -26,6 +30,7 @@ TARGETS = {
     "slow_side_effect": "tests.graphs:slow_side_effect_graph",
     "failing": "tests.graphs:failing_graph",
     "strict_answer": "tests.graphs:strict_answer_graph",
+    "failing_tool": "tests.graphs:failing_tool_agent",
 }
 WORKER_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -228,4 +233,35 @@ strict_answer_graph = (
     .add_edge(START, "ask")
     .add_edge("ask", END)
     .compile()
+)
+
+
+# --- an approved tool that fails: by ToolException (an error result) or by crashing -------
+
+
+@tool
+def notify_customer(to: str, text: str) -> str:
+    """Send a notice to a customer."""
+    if "crash" in to:
+        raise RuntimeError(f"SMTP connection to {to.split('@')[-1]} reset by peer")
+    raise ToolException(f"The mail server refused {to}: mailbox full.")
+
+
+notify_customer.handle_tool_error = True
+
+
+def _notify_script(messages, tools):
+    if "notify_customer" in tool_results(messages):
+        return reply("I could not notify the customer.")
+    to = (
+        "ann@crash.example.com" if "crash" in latest_request(messages) else "ann@bounce.example.com"
+    )
+    return reply("Notifying the customer.", ("notify_customer", {"to": to, "text": "Shipped."}))
+
+
+failing_tool_agent = build_react_agent(
+    get_model(script=_notify_script),
+    [require_approval(notify_customer, description="Notify {to}?")],
+    builtin_tools=False,
+    name="notify",
 )

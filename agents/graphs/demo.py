@@ -16,7 +16,7 @@ import io
 import random
 import re
 from email.message import EmailMessage
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import ToolException, tool
@@ -35,7 +35,8 @@ DEFAULT_REQUEST = "Please prepare the quarterly sales report and send it to the 
 REGIONS = ["North", "South", "East", "West"]
 _MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 _QUARTER = re.compile(r"^Q([1-4]) (20\d\d)$")
-_EMAIL = re.compile(r"^[^@\s<>\"']+@[^@\s<>\"']+\.[A-Za-z]{2,}$")
+EMAIL_PATTERN = r"^[^@\s<>\"']+@[^@\s<>\"']+\.[A-Za-z]{2,}$"
+_EMAIL = re.compile(EMAIL_PATTERN)
 
 PROMPT = f"""You prepare sales reports and send them by email, with a person in the loop.
 1. Ask which quarter to cover with ask_clarification (clarification_type "approach_choice",
@@ -168,7 +169,13 @@ def _bar_chart(title: str, totals: dict[str, int]) -> bytes:
 
 @tool("send_email", response_format="content_and_artifact")
 def send_email(
-    to: str, subject: str, body: str, runtime: ToolRuntime, attachments: list[str] | None = None
+    to: Annotated[
+        str, Field(pattern=EMAIL_PATTERN, description="The recipient, like name@example.com.")
+    ],
+    subject: Annotated[str, Field(min_length=1)],
+    body: str,
+    runtime: ToolRuntime,
+    attachments: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Email the report. Needs a reviewer's approval before it runs."""
     if not _EMAIL.match(to or ""):

@@ -8,6 +8,16 @@ HumanInterrupt and acts on the answer:
 - edit     -> run with the reviewer's args (validated against the tool's schema)
 - response -> do not run; the reviewer's text is the tool result
 - ignore   -> do not run; the tool result says it was skipped
+
+When an approved call fails. A tool says it failed in one of two ways, and either one
+shows on the thread as "the approved action failed" with the tool's message:
+
+- it raises: `ToolException("why")` for an expected failure (with
+  `handle_tool_error = True` the agent then gets the message as an error result and
+  may go on), any other exception for an unexpected one (the run fails);
+- it returns an error result: a `ToolMessage(status="error", content="why")`.
+
+A tool that returns normally has succeeded, whatever its text says.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import jsonschema
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, ToolException
 from langchain_core.tools import tool as as_tool
+from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
@@ -239,7 +250,16 @@ def _execute_once(
             review="unknown",
             status="error",
         )
-    outcome = execute(request)
+    try:
+        outcome = execute(request)
+    except GraphBubbleUp:
+        raise  # an interrupt inside the tool, not a failure
+    except Exception as exc:
+        # Unexpected: the run fails, but the ledger records that the approved action did.
+        ledger.finish(
+            result={"content": f"{type(exc).__name__}: {exc}"[:2000], "status": "error"}, **key
+        )
+        raise
     if isinstance(outcome, ToolMessage):
         ledger.finish(result={"content": outcome.content, "status": outcome.status}, **key)
     else:  # a Command: its state update is checkpointed; remember only that it ran

@@ -44,6 +44,7 @@ from hitl.api.langgraph import state as lg_state
 from hitl.api.langgraph.api import AUTH
 from hitl.core import services
 from hitl.core import stream as agui
+from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.selectors import user_can_view_thread
@@ -232,8 +233,7 @@ def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) ->
 def _final_event(run: Run, body: RunAgentInput) -> Any:
     ids = {"thread_id": body.thread_id, "run_id": body.run_id}
     if run.status == Run.Status.ERROR:
-        message = (run.error.strip().splitlines() or ["The run failed."])[-1]
-        return RunErrorEvent(message=message[:2000], code="run_error")
+        return RunErrorEvent(message=error_line(run.error), code="run_error")
     if run.status == Run.Status.CANCELLED:
         return RunFinishedEvent(**ids, outcome=RunFinishedCancelledOutcome())
     if run.status == Run.Status.INTERRUPTED:

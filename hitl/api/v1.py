@@ -21,6 +21,7 @@ from hitl.api.errors import Error, install_error_handlers
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import files, services
 from hitl.core.artifacts import artifact_json
+from hitl.core.errors import error_headline
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.selectors import (
@@ -96,6 +97,8 @@ class StartRunIn(Schema):
 class DecisionIn(Schema):
     type: str
     args: Any = None
+    # Seconds during which POST .../undo takes the decision back; the thread resumes after.
+    grace_seconds: float = 0
 
 
 # --- serialization --------------------------------------------------------------
@@ -109,7 +112,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "status": run.status,
         "input": run.input,
         "result": run.result,
-        "error": run.error,
+        "error": error_headline(run.error) if run.error else "",
         "final_result": run.final_result,
         "attempts": run.attempts,
         "created_at": run.created_at.isoformat(),
@@ -142,6 +145,7 @@ def interrupt_json(row: HumanInterrupt) -> dict[str, Any]:
         else None,
         "responded_by": row.responded_by.get_username() if row.responded_by_id else None,
         "responded_at": row.responded_at.isoformat() if row.responded_at else None,
+        "undo_until": row.undo_until.isoformat() if row.undo_until else None,
         "created_at": row.created_at.isoformat(),
     }
 
@@ -285,6 +289,19 @@ def interrupt_detail(request, interrupt_id: uuid.UUID):
 )
 def interrupt_decide(request, interrupt_id: uuid.UUID, body: DecisionIn):
     row = services.interrupt_resolve(
-        interrupt_id=interrupt_id, user=request.user, response_type=body.type, args=body.args
+        interrupt_id=interrupt_id,
+        user=request.user,
+        response_type=body.type,
+        args=body.args,
+        grace=body.grace_seconds,
     )
     return interrupt_json(row)
+
+
+@api.post(
+    "/interrupts/{interrupt_id}/undo",
+    response={200: dict, 404: Error, 409: Error},
+)
+def interrupt_undo(request, interrupt_id: uuid.UUID):
+    """Take back your decision while its grace period lasts."""
+    return interrupt_json(services.interrupt_undo(interrupt_id=interrupt_id, user=request.user))

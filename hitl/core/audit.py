@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from hitl.core.errors import error_headline
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 Kind = AuditEvent.Kind
@@ -65,9 +66,8 @@ def audit_bulk(events: list[AuditEvent]) -> None:
 
 
 def error_summary(error: str) -> str:
-    """The last lines of a traceback: enough to recognise a failure in the trail."""
-    lines = [line for line in (error or "").strip().splitlines() if line.strip()]
-    return "\n".join(lines[-3:])[:1000]
+    """A failure as the trail shows it: the exception type and message, no traceback."""
+    return error_headline(error)[:1000]
 
 
 def answer_data(row: HumanInterrupt) -> dict[str, Any]:
@@ -136,7 +136,12 @@ def _summary(event: AuditEvent) -> str:
             f" ({data['reason']})" if data.get("reason") else ""
         )
     if kind == Kind.INTERRUPT_ANSWERED:
-        return f"{data.get('response_type', '?')} on {data.get('action') or 'request'}"
+        grace = (
+            f" (undo possible for {data['grace_seconds']:g} s)" if data.get("grace_seconds") else ""
+        )
+        return f"{data.get('response_type', '?')} on {data.get('action') or 'request'}{grace}"
+    if kind == Kind.INTERRUPT_UNDONE:
+        return f"{data.get('response_type', '?')} undone; pending again"
     if kind == Kind.INTERRUPT_EXPIRED:
         outcome = data.get("response_type")
         return f"auto-{outcome}" if outcome else "expired without an answer"

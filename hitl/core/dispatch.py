@@ -73,3 +73,41 @@ def enqueue_run(run_id: Any) -> None:
                 max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run"
             )
     _pool.submit(_inprocess, run_id)
+
+
+RELEASE_TASK = "hitl.tasks.interrupt_release"
+
+
+def schedule_release(interrupt_id: Any, seconds: float) -> None:
+    """Release a decision when its grace period ends; called after the decision commits.
+
+    Best effort: if the message is lost, the periodic sweep releases it anyway.
+    """
+    executor = settings.HITL_EXECUTOR
+    if executor == "manual":
+        return
+    if executor == "celery":
+        try:
+            current_app.send_task(
+                RELEASE_TASK, args=[str(interrupt_id)], countdown=seconds, retry=False
+            )
+        except Exception as exc:
+            log.warning("could not schedule the release of %s (%s)", interrupt_id, exc)
+        return
+    timer = threading.Timer(seconds, _release_inprocess, args=[interrupt_id])
+    timer.daemon = True
+    timer.start()
+
+
+RELEASER = "hitl.core.services.interrupt_release"  # by name, like RUNNER
+
+
+def _release_inprocess(interrupt_id: Any) -> None:
+    interrupt_release = import_string(RELEASER)
+    close_old_connections()
+    try:
+        interrupt_release(interrupt_id=interrupt_id)
+    except Exception:
+        log.exception("releasing %s failed; the sweep tries again", interrupt_id)
+    finally:
+        close_old_connections()

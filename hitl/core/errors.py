@@ -6,6 +6,8 @@ A leaf: it imports nothing of HITL, so every room can raise and catch these.
 from __future__ import annotations
 
 import functools
+import re
+from pathlib import Path
 from typing import Any
 
 
@@ -88,3 +90,41 @@ class Unavailable(ServiceError):
     """The database, Redis or the broker is unreachable; the client should try again."""
 
     status_code = 503
+
+
+# --- failures as people read them ---------------------------------------------------
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+_PATH = re.compile(r"(/[^\s'\":]+)+/(site-packages|dist-packages)/")
+
+
+def without_paths(text: str) -> str:
+    """`text` with this server's directories taken out of file paths."""
+    text = (text or "").replace(_ROOT + "/", "").replace(_ROOT, ".")
+    return _PATH.sub("", text)
+
+
+def error_headline(error: str) -> str:
+    """The exception type and message of a stored traceback ("ValueError: bad input").
+
+    The last exception of a chained traceback is the one that ended the run; a stored
+    error that is not a traceback (a message of our own) is returned as it is.
+    """
+    lines = (error or "").strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    if starts:
+        tail = lines[starts[-1] + 1 :]
+        # Frames, source lines and ^^^^ markers are indented; the exception line is not.
+        body = [i for i, line in enumerate(tail) if line and not line[0].isspace()]
+        lines = tail[body[0] :] if body else tail[-1:]
+    # LangGraph adds a note naming its internal task; people need the exception alone.
+    lines = [
+        line for line in lines if line.strip() and not line.startswith("During task with name")
+    ]
+    text = "\n".join(lines).strip()
+    return without_paths(text)[:2000] or "The run failed."
+
+
+def error_line(error: str) -> str:
+    """A stored failure as one line for API clients: the exception type and message."""
+    return (error_headline(error).splitlines() or [""])[0][:1000]

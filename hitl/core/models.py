@@ -186,6 +186,9 @@ class HumanInterrupt(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     responded_at = models.DateTimeField(null=True, blank=True)
+    # A decision made with a grace period: until then its maker may undo it, and the
+    # thread is not resumed. Cleared when the grace period ends (or on undo).
+    undo_until = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     # What happens at expires_at: auto-ignore, auto-respond with expiry_message, or
     # escalate to escalate_to. Blank means the reviewer group's policy applies.
@@ -215,6 +218,12 @@ class HumanInterrupt(models.Model):
             # expiry sweep
             models.Index(
                 fields=["expires_at"], name="interrupt_expiry", condition=Q(status="pending")
+            ),
+            # grace-period release sweep: decisions whose undo window has ended
+            models.Index(
+                fields=["undo_until"],
+                name="interrupt_undo_due",
+                condition=Q(undo_until__isnull=False),
             ),
         ]
         permissions = [("review_all", "Can review interrupts of every reviewer group")]
@@ -318,6 +327,7 @@ class AuditEvent(models.Model):
         INTERRUPT_CREATED = "interrupt.created"
         INTERRUPT_ASSIGNED = "interrupt.assigned"
         INTERRUPT_ANSWERED = "interrupt.answered"
+        INTERRUPT_UNDONE = "interrupt.undone"
         INTERRUPT_EXPIRED = "interrupt.expired"
         INTERRUPT_ESCALATED = "interrupt.escalated"
         INTERRUPT_CANCELLED = "interrupt.cancelled"

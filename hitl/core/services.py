@@ -131,6 +131,8 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
         pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
         active = list(thread.runs.active().values_list("pk", "status"))
         thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
+        # Decisions under their grace period stay recorded, but never resume a cancelled thread.
+        thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
         thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
         audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
         for pk, _ in pending:
@@ -182,13 +184,20 @@ def interrupt_resolve(
     args: Any = None,
     thread_id: Any = None,
     run_fields: dict[str, Any] | None = None,
+    grace: float = 0,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
     A caller that already knows the row's thread passes `thread_id` (one read less);
     `run_fields` (metadata, webhook) go into the resume run if this answer creates it.
     The returned row's `resume_run` is that run, or None.
+
+    With `grace` (seconds) the answer is stored and counts as given at once, but the
+    thread resumes only when the grace period ends; until then `interrupt_undo` takes
+    it back.
     """
+    if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
+        raise Invalid("The grace period must be a number of seconds between 0 and 600.")
     check_storable(args, "The answer")
     check_storable(response_type, "The decision type")
     try:
@@ -222,6 +231,8 @@ def interrupt_resolve(
         if row.status != HumanInterrupt.Status.PENDING:
             if row.status == HumanInterrupt.Status.RESOLVED:
                 who = row.responded_by.get_username() if row.responded_by else "someone"
+                if row.undo_until is not None:
+                    raise Conflict(f"Already answered by {who} (who may still undo it).")
                 raise Conflict(f"Already answered by {who}.")
             raise Conflict(f"This interrupt is {row.status}.")
         try:
@@ -233,6 +244,7 @@ def interrupt_resolve(
         row.response_args = normalized
         row.responded_by = user
         row.responded_at = timezone.now()
+        row.undo_until = row.responded_at + timedelta(seconds=grace) if grace else None
         row.save(
             update_fields=[
                 "status",
@@ -240,15 +252,22 @@ def interrupt_resolve(
                 "response_args",
                 "responded_by",
                 "responded_at",
+                "undo_until",
             ]
         )
+        data = audit.answer_data(row)
+        if grace:
+            data["grace_seconds"] = grace
         audit.audit_record(
             kind=audit.Kind.INTERRUPT_ANSWERED,
             thread=thread,
             interrupt=row,
             actor=user,
-            data=audit.answer_data(row),
+            data=data,
         )
+        if grace:
+            pk = row.pk
+            transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))
         transaction.on_commit(
             lambda: events.publish_interrupt_changed(
                 thread_id=thread.pk,
@@ -262,6 +281,108 @@ def interrupt_resolve(
             thread=thread, row=row, user=user, run_fields=run_fields
         )
     return row
+
+
+@retry_transient
+def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
+    """Take back a decision within its grace period: the item is pending again for everyone."""
+    try:
+        interrupt_id = uuid.UUID(str(interrupt_id))
+    except ValueError:
+        raise NotFound("No such interrupt.") from None
+    thread_id = (
+        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+    )
+    if thread_id is None:
+        raise NotFound("No such interrupt.")
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread_id)
+        row = (
+            HumanInterrupt.objects.select_for_update(of=("self",))
+            .select_related("reviewer_group")
+            .get(pk=interrupt_id)
+        )
+        if not user_can_review(user, row):
+            raise NotFound("No such interrupt.")
+        if row.status != HumanInterrupt.Status.RESOLVED or row.responded_by_id != user.pk:
+            raise Conflict("Only a decision of your own can be undone.")
+        # The clock decides, not the release task: a late task must not make undo succeed.
+        if row.undo_until is None or row.undo_until <= timezone.now():
+            raise Conflict("Too late to undo: the grace period has ended and the agent resumed.")
+        undone = row.response_type
+        row.status = HumanInterrupt.Status.PENDING
+        row.response_type = ""
+        row.response_args = None
+        row.responded_by = None
+        row.responded_at = None
+        row.undo_until = None
+        row.save(
+            update_fields=[
+                "status",
+                "response_type",
+                "response_args",
+                "responded_by",
+                "responded_at",
+                "undo_until",
+            ]
+        )
+        audit.audit_record(
+            kind=audit.Kind.INTERRUPT_UNDONE,
+            thread=thread,
+            interrupt=row,
+            actor=user,
+            data={"response_type": undone, "action": row.action},
+        )
+        transaction.on_commit(
+            lambda: events.publish_interrupt_changed(
+                thread_id=thread.pk,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
+                status="pending",
+            )
+        )
+    return row
+
+
+@retry_transient
+def interrupt_release(*, interrupt_id: Any, now=None) -> Run | None:
+    """End a decision's grace period once it has passed; resume the thread if it is ready."""
+    now = now or timezone.now()
+    thread_id = (
+        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+    )
+    if thread_id is None:
+        return None
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread_id)
+        row = (
+            HumanInterrupt.objects.select_for_update(of=("self",))
+            .select_related("run", "responded_by")
+            .get(pk=interrupt_id)
+        )
+        if row.undo_until is None or row.undo_until > now:
+            return None  # undone, released already, or not due yet
+        row.undo_until = None
+        row.save(update_fields=["undo_until"])
+        if (
+            row.status != HumanInterrupt.Status.RESOLVED
+            or thread.status != Thread.Status.INTERRUPTED
+        ):
+            return None
+        return _resume_when_answered(thread=thread, row=row, user=row.responded_by)
+
+
+def interrupt_release_due(*, now=None, limit: int = 200) -> int:
+    """Release every decision whose grace period has ended (the sweep's safety net)."""
+    now = now or timezone.now()
+    due = list(
+        HumanInterrupt.objects.filter(undo_until__lte=now)
+        .order_by("undo_until")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for pk in due:
+        interrupt_release(interrupt_id=pk, now=now)
+    return len(due)
 
 
 def _answered(row: HumanInterrupt) -> bool:
@@ -294,7 +415,8 @@ def _resume_when_answered(
             contract.check_resume_schema(row.response_schema, value)
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
-    if any(s.status == HumanInterrupt.Status.PENDING for s in siblings):
+    # A decision still under its grace period may be undone: wait for it to end.
+    if any(s.status == HumanInterrupt.Status.PENDING or s.undo_until for s in siblings):
         return None
     resume = {
         interrupt: _resume_value(rows)
@@ -619,7 +741,10 @@ __all__ = [
     "Invalid",
     "NotFound",
     "ServiceError",
+    "interrupt_release",
+    "interrupt_release_due",
     "interrupt_resolve",
+    "interrupt_undo",
     "run_claim",
     "run_fail",
     "run_finish",

@@ -233,3 +233,10 @@ def run_execute(self, run_id: str) -> str:
         countdown = min(retry_after + (1 if outcome == "busy" else 0), 60)
         raise self.retry(countdown=countdown)
     return outcome
+
+
+@shared_task(name="hitl.tasks.interrupt_release", ignore_result=True, time_limit=60)
+def interrupt_release(interrupt_id: str) -> None:
+    """End a decision's grace period: resume the thread unless it was undone (ids only)."""
+    close_old_connections()
+    services.interrupt_release(interrupt_id=interrupt_id)

@@ -22,6 +22,7 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
+from hitl.core import services
 from hitl.core.errors import is_transient
 from hitl.core.models import HumanInterrupt, Run
 from hitl.core.services import ServiceError
@@ -134,6 +135,8 @@ def reap_runs_task() -> dict[str, int]:
     close_old_connections()
     with _skip_sweep_on_outage("reaper"):
         result = reap_runs()
+        # Decisions whose grace period ended without their release task (a lost message).
+        result["released"] = services.interrupt_release_due()
         if any(result.values()):
             log.info("reaper: %s", result)
         return result
@@ -181,6 +184,7 @@ def _sweep_forever() -> None:
             if now >= next_reap:
                 next_reap = now + settings.HITL_REAPER_SECONDS
                 reap_runs()
+                services.interrupt_release_due()
         except Exception:  # a bad sweep must not end the sweeping
             log.exception("in-process sweep failed")
         finally:

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
+from hitl.core.errors import error_line
 from hitl.core.events import RunEnded
 from hitl.core.models import HumanInterrupt, Run, WebhookDelivery
 from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
@@ -95,8 +96,8 @@ def _payload(run: Run, event: str) -> dict[str, Any]:
         payload["values"] = run.result
         payload["final_result"] = run.final_result
     else:
-        # The last line of the traceback names the error without leaking the stack.
-        payload["error"] = (run.error.strip().splitlines() or [""])[-1][:1000]
+        # The exception type and message, without the stack or server paths.
+        payload["error"] = error_line(run.error)
     return payload
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 from django import forms
 from django.conf import settings
 
@@ -22,7 +23,7 @@ from hitl.review.rendering import (
     ArgField,
     arg_fields,
 )
-from hitl.review.selectors import TABS, InboxQuery
+from hitl.review.selectors import TABS, InboxQuery, interrupt_clarification
 
 
 class StartThreadForm(forms.Form):
@@ -162,6 +163,20 @@ def _arg_form_field(arg: ArgField) -> forms.Field:
     )
 
 
+def _schema_message(error: jsonschema.exceptions.ValidationError) -> str:
+    """A schema error in words a reviewer can act on."""
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.instance in ("", None) and error.validator in ("minLength", "pattern", "type"):
+        return "Required: this cannot be empty."
+    if error.validator == "pattern":
+        hint = schema.get("description") or "It does not have the expected form."
+        return f"{error.instance!r} is not valid here. {hint}"
+    return str(error.message)
+
+
+NOTELESS = {"accept": "accept", "edit": "submit the edit", "ignore": "ignore"}
+
+
 class DecisionForm(forms.Form):
     """One decision on one interrupt; the edit fields keep each argument's JSON type."""
 
@@ -182,6 +197,23 @@ class DecisionForm(forms.Form):
                 if not arg.locked:
                     self.fields[arg.name] = _arg_form_field(arg)
 
+    @property
+    def respond_label(self) -> str:
+        return "Send answer" if interrupt_clarification(self.interrupt) else "Respond"
+
+    def submitted(self) -> str:
+        """What the reviewer typed (edited values and note), to hand back if it was not applied."""
+        if not self.is_bound:
+            return ""
+        lines = []
+        for arg in self.arg_fields:
+            if arg.name in self.fields and arg.name in self.data:
+                lines.append(f"{arg.key}: {self.data.get(arg.name)}")
+        note = (self.data.get("response") or "").strip()
+        if note:
+            lines.append(note if not lines else f"note: {note}")
+        return "\n".join(lines)
+
     def edit_rows(self):
         """(argument, bound field or None when the argument is locked) in display order."""
         return [
@@ -192,6 +224,11 @@ class DecisionForm(forms.Form):
         cleaned = super().clean()
         kind = cleaned.get("type") or ""
         if cleaned.get("choice"):
+            note = (cleaned.get("response") or "").strip()
+            if note and note != cleaned["choice"]:
+                raise forms.ValidationError(
+                    "Pick an option or send your own words, not both: your note was kept."
+                )
             kind = "response"
             cleaned["response"] = cleaned["choice"]
         if not kind:
@@ -203,12 +240,41 @@ class DecisionForm(forms.Form):
             )
         if kind == "response" and not (cleaned.get("response") or "").strip():
             self.add_error("response", "Write a response (or pick an option).")
+        elif kind != "response" and (cleaned.get("response") or "").strip():
+            # Only a response carries the note: refuse rather than drop what was typed.
+            self.add_error(
+                "response",
+                f"This note is sent only with {self.respond_label}. Send it that way, "
+                f"or clear it to {NOTELESS[kind]}.",
+            )
         if kind != "edit":
             # Edit fields are only validated for an edit; a bad number must not block accept.
             for arg in self.arg_fields:
                 self.errors.pop(arg.name, None)
+        elif self.interrupt.args_schema and not any(a.name in self.errors for a in self.arg_fields):
+            self._check_schema()
         cleaned["type"] = kind
         return cleaned
+
+    def _check_schema(self) -> None:
+        """Refuse an edit the tool's schema refuses, at the field, before the agent resumes."""
+        try:
+            validator = jsonschema.Draft202012Validator(self.interrupt.args_schema)
+            errors = sorted(validator.iter_errors(self._edited_args()), key=lambda e: list(e.path))
+        except (jsonschema.exceptions.SchemaError, TypeError, ValueError):
+            return  # a broken schema: the service says so
+        if not errors:
+            return
+        fields = {arg.key: arg.name for arg in self.arg_fields if arg.name in self.fields}
+        where = "/".join(str(p) for p in errors[0].path) or "args"
+        self.add_error(
+            None,
+            f"Edited args do not match the tool's schema at {where}: {_schema_message(errors[0])}",
+        )
+        for error in errors:
+            key = error.path[0] if error.path else None
+            if key in fields and fields[key] not in self.errors:
+                self.add_error(fields[key], _schema_message(error))
 
     def decision(self) -> tuple[str, Any]:
         """(response_type, args) for services.interrupt_resolve."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from hitl.core import events
 from hitl.core.audit import audit_for_thread
@@ -18,8 +19,10 @@ from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
     interrupt_clarification,
+    mark_failed_actions,
     thread_artifacts,
     thread_conversation,
+    thread_failed_actions,
     thread_final_result,
 )
 
@@ -38,6 +41,39 @@ def interrupt_context(
         "clarification": interrupt_clarification(row),
         "raw_json": pretty_json(raw) if row.kind == HumanInterrupt.Kind.RAW else "",
         "raw_is_text": isinstance(raw, str),
+    }
+
+
+DECISION_WORDS = {
+    "accept": "accepted it as proposed",
+    "edit": "edited and approved it",
+    "response": "answered instead of running it",
+    "ignore": "ignored it",
+}
+
+
+def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
+    """How a decided interrupt ended: who, which decision, and the args that went ahead."""
+    answer = row.response_args
+    final: Any = None
+    if row.response_type == "edit" and isinstance(answer, dict):
+        final = answer.get("args", answer)
+    elif row.response_type == "accept":
+        final = row.args
+    if row.status == HumanInterrupt.Status.RESOLVED:
+        decision = DECISION_WORDS.get(row.response_type, row.response_type)
+    elif row.response_type:
+        decision = f"was answered automatically on expiry ({row.response_type})"
+    else:
+        decision = f"is {row.get_status_display().lower()}"
+    if row.undo_until is not None and row.undo_until > timezone.now():
+        decision += " (they can still undo it for a few seconds)"
+    return {
+        "row": row,
+        "who": row.responded_by.get_username() if row.responded_by else "",
+        "decision": decision,
+        "final_json": pretty_json(final) if final not in (None, {}) else "",
+        "response_text": answer if row.response_type == "response" else "",
     }
 
 
@@ -107,7 +143,16 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     for row in decided:
         row.response_json = pretty_json(row.response_args) if row.response_args is not None else ""
     final = thread_final_result(thread)
+    failed = thread_failed_actions(thread)
+    mark_failed_actions(runs, failed)
+    # The latest run's approved action failed: the thread says so, whatever the agent did next.
+    latest_failed = runs[0].failed_actions if runs else []
+    shown_status = thread.status
+    if latest_failed and thread.status in (Thread.Status.DONE, Thread.Status.ERROR):
+        shown_status = "action failed"
     return {
+        "failed_actions": latest_failed,
+        "shown_status": shown_status,
         "final_items": _result_items(final.final_result) if final else [],
         "thread": thread,
         "runs": runs,
@@ -117,6 +162,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "artifacts": thread_artifacts(thread),
         "conversation": thread_conversation(thread),
         "audit": audit_for_thread(thread, limit=200),
+        "is_staff": user.is_staff,
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")),
     }

@@ -14,7 +14,8 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
-from hitl.core.models import Artifact, HumanInterrupt, Run, Thread
+from hitl.core.errors import without_paths
+from hitl.core.models import Artifact, HumanInterrupt, Run, Thread, ToolExecution
 from hitl.core.selectors import user_can_review, user_can_review_all, user_group_ids
 from hitl.review.rendering import markdown, pretty_json
 
@@ -267,6 +268,17 @@ def interrupt_clarification(row: HumanInterrupt) -> dict[str, Any] | None:
     }
 
 
+def interrupt_label(row: HumanInterrupt) -> str:
+    """What an interrupt asks, in words: "which quarter should …?" or "send email"."""
+    clarification = interrupt_clarification(row)
+    if clarification and clarification["question"]:
+        question = " ".join(clarification["question"].split())
+        return f"“{question[:117] + '…' if len(question) > 120 else question}”"
+    if row.action:
+        return row.action.replace("_", " ").strip()
+    return "the question"
+
+
 @dataclass
 class ChatMessage:
     role: str
@@ -353,6 +365,57 @@ def thread_final_result(thread: Thread) -> Run | None:
         .order_by("-created_at")
         .first()
     )
+
+
+@dataclass
+class FailedAction:
+    """An approved tool call that reported failure (see agents/tools/approval.py)."""
+
+    tool: str
+    message: str
+    started_at: datetime
+    approved_by: str = ""
+    decision: str = ""
+
+
+def thread_failed_actions(thread: Thread) -> list[FailedAction]:
+    """Approved calls on the thread whose tool failed, oldest first."""
+    executions = list(
+        ToolExecution.objects.filter(thread=thread, result__status="error").order_by("started_at")
+    )
+    if not executions:
+        return []
+    decisions = {
+        row.interrupt_id: row
+        for row in HumanInterrupt.objects.filter(
+            thread=thread, interrupt_id__in={e.interrupt_id for e in executions}
+        ).select_related("responded_by")
+    }
+    failed = []
+    for execution in executions:
+        row = decisions.get(execution.interrupt_id)
+        failed.append(
+            FailedAction(
+                tool=execution.tool.replace("_", " "),
+                message=without_paths(str((execution.result or {}).get("content") or ""))[:2000],
+                started_at=execution.started_at,
+                approved_by=row.responded_by.get_username() if row and row.responded_by else "",
+                decision=row.response_type if row else "",
+            )
+        )
+    return failed
+
+
+def mark_failed_actions(runs: list[Run], failed: list[FailedAction]) -> None:
+    """Set `run.failed_actions`: the failed approved calls made while each run ran."""
+    for run in runs:
+        start = run.started_at or run.created_at
+        run.failed_actions = [
+            f
+            for f in failed
+            if f.started_at >= start
+            and (run.finished_at is None or f.started_at <= run.finished_at)
+        ]
 
 
 # Only raster images are previewed inline; SVG can carry script.

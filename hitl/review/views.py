@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
@@ -30,6 +32,7 @@ from hitl.review.selectors import (
     artifact_mime,
     artifact_open,
     inbox_page,
+    interrupt_label,
     next_pending_for,
     pending_count_for,
     pending_interrupts_for,
@@ -115,8 +118,9 @@ def _thread_or_404(request, thread_id) -> Thread:
     return thread
 
 
-def _render_thread(request, thread: Thread, *, failed=None, status: int = 200):
-    """The thread page; `failed` is (interrupt, bound form, error) to show inline."""
+def _render_thread(request, thread: Thread, *, failed=None, lost=None, status: int = 200):
+    """The thread page; `failed` is (interrupt, bound form, error) to show inline, `lost`
+    (decided interrupt, what the reviewer had typed) when someone else answered first."""
     cards = []
     for row in partials.thread_pending_interrupts(thread):
         extra = {}
@@ -128,6 +132,8 @@ def _render_thread(request, thread: Thread, *, failed=None, status: int = 200):
         cards.append(context)
     context = partials.thread_context(thread, request.user)
     context["cards"] = cards
+    if lost:
+        context["lost"] = {**partials.outcome_context(lost[0]), "typed": lost[1]}
     return render(request, "hitl/thread.html", context, status=status)
 
 
@@ -187,15 +193,28 @@ def interrupt_decide(request, interrupt_id):
     # A decided row goes to the service whatever the form says: it names who answered.
     response_type, args = form.decision() if form.is_valid() else ("accept", None)
     try:
-        services.interrupt_resolve(
-            interrupt_id=row.pk, user=request.user, response_type=response_type, args=args
+        decided = services.interrupt_resolve(
+            interrupt_id=row.pk,
+            user=request.user,
+            response_type=response_type,
+            args=args,
+            grace=settings.HITL_UNDO_SECONDS,
         )
     except services.ServiceError as exc:
         if as_json:
             return JsonResponse({"error": exc.message}, status=exc.status_code)
         if isinstance(exc, services.Invalid):
             return _render_thread(request, row.thread, failed=(row, form, exc.message), status=400)
-        # Already answered (by whom), no longer pending, or not routed to this reviewer.
+        row.refresh_from_db()
+        if row.status != HumanInterrupt.Status.PENDING and row.responded_by_id not in (
+            None,
+            request.user.pk,
+        ):
+            # Lost a race: show what won, and hand back what this reviewer typed.
+            return _render_thread(
+                request, row.thread, lost=(row, form.submitted()), status=exc.status_code
+            )
+        # No longer pending, or not routed to this reviewer.
         messages.error(request, exc.message)
         return redirect(thread_url)
     following = next_pending_for(request.user, row)
@@ -204,14 +223,80 @@ def interrupt_decide(request, interrupt_id):
         if following
         else thread_url
     )
-    if as_json:
-        return JsonResponse({"ok": True, "next": next_url})
     label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
-    what = row.action or "the question"
+    done = f"{label.get(response_type, 'Ignored')}: {interrupt_label(row)}"
+    undo = undo_info(decided)
+    if as_json:
+        return JsonResponse(
+            {"ok": True, "next": next_url, "message": _sentence(done), "undo": undo}
+        )
     moved = following is not None and following.thread_id != row.thread_id
     where = f" on “{row.thread.title}”; here is the next one" if moved else ""
-    messages.success(request, f"{label.get(response_type, 'Ignored')}: {what}{where}.")
+    tags = f"undo undo-{decided.pk}-{undo['until_ms']}" if undo else ""
+    messages.success(request, _sentence(done + where), extra_tags=tags)
     return redirect(next_url)
+
+
+def undo_info(row: HumanInterrupt) -> dict | None:
+    """Where and until when a decision under its grace period can be undone."""
+    if row.undo_until is None:
+        return None
+    return {
+        "url": reverse("interrupt-undo", args=[row.pk]),
+        "until_ms": int(row.undo_until.timestamp() * 1000),
+        "seconds": max(0.0, (row.undo_until - timezone.now()).total_seconds()),
+    }
+
+
+@login_required
+@require_POST
+def interrupt_undo(request, interrupt_id):
+    """Take back one's own decision while its grace period lasts."""
+    row = (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .select_related("thread", "reviewer_group")
+        .first()
+    )
+    if row is None or not (
+        user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)
+    ):
+        raise Http404("No such interrupt.")
+    as_json = _wants_json(request)
+    try:
+        services.interrupt_undo(interrupt_id=row.pk, user=request.user)
+    except services.ServiceError as exc:
+        if as_json:
+            return JsonResponse({"error": exc.message}, status=exc.status_code)
+        messages.error(request, exc.message)
+        return _render_thread(request, row.thread, status=exc.status_code)
+    text = f"Undone: {interrupt_label(row)} is waiting for a decision again."
+    if as_json:
+        return JsonResponse({"ok": True, "message": text})
+    messages.success(request, text)
+    return redirect(reverse("thread", args=[row.thread_id]) + f"#interrupt-{row.pk}")
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith(("”", ".", "?", "!")) else text + "."
+
+
+@login_required
+@require_GET
+def interrupt_outcome(request, interrupt_id):
+    """How a decided interrupt was answered (who, which decision, the final args), as HTML
+    for a page whose card was answered by someone else."""
+    row = (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .select_related("thread", "reviewer_group", "responded_by")
+        .first()
+    )
+    if row is None or not (
+        user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)
+    ):
+        raise Http404("No such interrupt.")
+    if row.status == HumanInterrupt.Status.PENDING:
+        return HttpResponse("Not decided yet.", status=409, content_type="text/plain")
+    return render(request, "hitl/partials/interrupt_outcome.html", partials.outcome_context(row))
 
 
 @login_required

@@ -21,8 +21,8 @@
     if (scroll !== false) row.scrollIntoView({ block: "nearest" });
   }
   function current() {
-    const list = rows();
-    return selected >= 0 && selected < list.length ? list[selected] : null;
+    // The highlighted row, never merely the one at the remembered index.
+    return inbox.querySelector("tbody tr.row.selected");
   }
   function syncEmpty() {
     const empty = document.getElementById("inbox-empty");
@@ -52,6 +52,8 @@
   }
 
   async function decide(row, type) {
+    if (row.dataset.busy) return;  // one request per row, however often the key is pressed
+    row.dataset.busy = "1";
     const body = new FormData();
     body.append("type", type);
     body.append("csrfmiddlewaretoken", HITL.csrfToken());
@@ -65,11 +67,13 @@
       const data = await response.json();
       if (response.ok) {
         removeRow(row.dataset.id);
-        HITL.toast(type === "accept" ? "Accepted." : "Ignored.");
+        HITL.undoToast(data.message || (type === "accept" ? "Accepted." : "Ignored."), data.undo);
       } else {
+        delete row.dataset.busy;
         HITL.toast(data.error || "That did not work.", { kind: "warn" });
       }
     } catch (e) {
+      delete row.dataset.busy;
       HITL.toast("Network error; try again.", { kind: "warn" });
     }
   }
@@ -85,6 +89,10 @@
       case "a":
       case "i": {
         if (!row || !row.dataset.decide) return;
+        if (!HITL.isVisiblySelected(row)) {
+          HITL.toast("Select an item first: j / k.", { kind: "warn" });
+          break;
+        }
         const type = event.key === "a" ? "accept" : "ignore";
         if ((row.dataset.allowed || "").split(" ").indexOf(type) < 0) {
           HITL.toast("This request does not allow " + type + ".", { kind: "warn" });
@@ -172,7 +180,10 @@
     try {
       const response = await fetch(inbox.dataset.partialUrl, { credentials: "same-origin" });
       if (!response.ok) return;
+      const before = current();
       inbox.innerHTML = await response.text();
+      const again = before ? document.getElementById(before.id) : null;
+      if (again) selected = rows().indexOf(again);
       const sync = document.getElementById("pending-sync");
       if (sync) setCount(0, parseInt(sync.dataset.count, 10));
       select(selected, false);

@@ -48,6 +48,71 @@
     setTimeout(function () { el.remove(); }, options.ms || 5000);
   };
 
+  // --- undo: a decision made here can be taken back while its grace period lasts -----
+  function armUndo(el, seconds, onUndo) {
+    const end = Date.now() + seconds * 1000;
+    const countdown = el.querySelector(".countdown");
+    const button = el.querySelector(".undo-button");
+    function tick() {
+      const left = Math.ceil((end - Date.now()) / 1000);
+      if (left > 0) {
+        if (countdown) countdown.textContent = "(" + left + " s)";
+        return;
+      }
+      clearInterval(timer);
+      // The server decides; past this point it would refuse anyway.
+      const form = button.closest("form") || button;
+      const done = document.createElement("span");
+      done.className = "muted-light";
+      done.textContent = " Sent to the agent.";
+      form.replaceWith(done);
+      setTimeout(function () { el.remove(); }, 2500);
+    }
+    const timer = setInterval(tick, 250);
+    tick();
+    if (onUndo) button.addEventListener("click", function (event) { event.preventDefault(); onUndo(); });
+    return { stop: function () { clearInterval(timer); } };
+  }
+
+  // For decisions made with fetch (the inbox's quick keys): a toast with an Undo button.
+  HITL.undoToast = function (text, undo, onUndone) {
+    const box = document.getElementById("toasts");
+    if (!box || !undo) { HITL.toast(text); return; }
+    const el = document.createElement("div");
+    el.className = "toast undo-toast";
+    el.setAttribute("role", "status");
+    const label = document.createElement("span");
+    label.className = "text";
+    label.textContent = text;
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "undo-button";
+    button.innerHTML = 'Undo <span class="countdown"></span>';
+    el.append(label, button);
+    box.appendChild(el);
+    const armed = armUndo(el, undo.seconds, async function () {
+      button.disabled = true;
+      const body = new FormData();
+      body.append("csrfmiddlewaretoken", HITL.csrfToken());
+      try {
+        const response = await fetch(undo.url, {
+          method: "POST", body: body, headers: { Accept: "application/json" }, credentials: "same-origin",
+        });
+        const data = await response.json();
+        armed.stop();
+        el.remove();
+        HITL.toast(data.message || data.error || "That did not work.", response.ok ? {} : { kind: "warn" });
+        if (response.ok && onUndone) onUndone();
+      } catch (e) {
+        button.disabled = false;
+        HITL.toast("Network error; try again.", { kind: "warn" });
+      }
+    });
+  };
+  document.querySelectorAll("#toasts .undo-toast[data-seconds]").forEach(function (el) {
+    armUndo(el, parseFloat(el.dataset.seconds) || 0);
+  });
+
   // --- live indicator over all of this page's sockets -----------------------------
   const states = {};
   function indicate(name, state) {
@@ -177,19 +242,52 @@
       if (event.target === help || event.target.hasAttribute("data-close-help")) showHelp(false);
     });
   }
-  let pendingG = false;
+  // Multi-key sequences ("g i") are handled here, before the page's own listeners (this
+  // script runs first): the keys of a sequence never reach a page's single-key actions.
+  let pendingG = null;
+  function swallow(event) {
+    event.preventDefault();
+    event.stopImmediatePropagation();
+  }
   document.addEventListener("keydown", function (event) {
     if (event.key === "Escape") {
-      if (help && !help.hidden) { showHelp(false); event.preventDefault(); return; }
+      pendingG = null;
+      if (help && !help.hidden) { showHelp(false); swallow(event); return; }
       if (HITL.isTyping(event)) event.target.blur();
       return;
     }
     if (HITL.isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.key === "?") { showHelp(help && help.hidden); event.preventDefault(); return; }
-    if (pendingG && event.key === "i") { location.href = "/"; return; }
-    if (event.key === "n") { location.href = "/interrupts/next/"; return; }
-    pendingG = event.key === "g";
+    if (event.key === "Shift") return;
+    if (pendingG) {
+      clearTimeout(pendingG);
+      pendingG = null;
+      swallow(event);
+      if (event.key === "i") location.href = "/";
+      return;
+    }
+    if (help && !help.hidden) {
+      // The help covers the page: no key acts on what is behind it.
+      if (event.key === "?") showHelp(false);
+      swallow(event);
+      return;
+    }
+    if (event.key === "?") { showHelp(true); swallow(event); return; }
+    if (event.key === "g") {
+      pendingG = setTimeout(function () { pendingG = null; }, 1500);
+      swallow(event);
+      return;
+    }
+    if (event.key === "n") { swallow(event); location.href = "/interrupts/next/"; return; }
+    // A held key repeats: never let that turn into a string of decisions.
+    if (event.repeat) swallow(event);
   });
+
+  // Decision keys act only on an item the reviewer can see selected.
+  HITL.isVisiblySelected = function (el) {
+    if (!el || !el.isConnected || !el.classList.contains("selected")) return false;
+    const box = el.getBoundingClientRect();
+    return box.height > 0 && box.bottom > 0 && box.top < window.innerHeight;
+  };
 
   document.addEventListener("submit", function (event) {
     const form = event.target;

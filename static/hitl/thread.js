@@ -29,9 +29,7 @@
     select(list[Math.max(0, Math.min(list.length - 1, index < 0 ? 0 : index + step))]);
   }
   function target() {
-    if (selected && selected.isConnected) return selected;
-    const list = cards();
-    return list.length ? list[0] : null;
+    return selected && selected.isConnected ? selected : null;
   }
 
   // --- forms inside cards ------------------------------------------------------------
@@ -59,6 +57,11 @@
         }
       }
     });
+    const note = form.querySelector(".respond textarea");
+    if (note) {
+      note.addEventListener("input", function () { syncNote(card); });
+      syncNote(card);
+    }
     form.addEventListener("submit", function () {
       // Disable after the browser has collected the pressed button's value.
       setTimeout(function () {
@@ -73,7 +76,45 @@
       if (button) { event.preventDefault(); button.click(); }
     });
   }
-  function act(card, action) {
+  // A note goes to the agent only with Respond: while there is one, the decisions that
+  // cannot carry it are disabled (and say why) instead of dropping the text.
+  function syncNote(card) {
+    const note = card.querySelector(".respond textarea");
+    const buttons = card.querySelectorAll(".btn-accept, .btn-edit, .btn-ignore, button.option");
+    const hasNote = !!note && note.value.trim() !== "";
+    buttons.forEach(function (b) { b.disabled = hasNote; });
+    let hint = card.querySelector(".note-hint");
+    if (hasNote && !hint && buttons.length) {
+      hint = document.createElement("p");
+      hint.className = "note-hint small";
+      hint.setAttribute("role", "status");
+      const respond = card.querySelector(".btn-respond");
+      const label = respond ? respond.firstChild.textContent.trim() : "Respond";
+      hint.textContent = "Your note is sent only with " + label + ". Clear it to choose another decision.";
+      card.querySelector(".buttons").after(hint);
+    } else if (!hasNote && hint) {
+      hint.remove();
+    }
+  }
+  // What the reviewer typed into a card: changed argument fields and the note.
+  function typedIn(card) {
+    const lines = [];
+    card.querySelectorAll(".args.editable [data-key]").forEach(function (field) {
+      let changed;
+      if (field.type === "checkbox") changed = field.checked !== field.defaultChecked;
+      else if (field.tagName === "SELECT") changed = Array.prototype.some.call(field.options, function (o) { return o.selected !== o.defaultSelected; });
+      else changed = field.value !== field.defaultValue;
+      if (changed) lines.push(field.dataset.key + ": " + (field.type === "checkbox" ? field.checked : field.value));
+    });
+    const note = card.querySelector(".respond textarea");
+    if (note && note.value.trim()) lines.push(lines.length ? "note: " + note.value : note.value);
+    return lines.join("\n");
+  }
+  function act(card, action, fromKey) {
+    if (fromKey && !HITL.isVisiblySelected(card)) {
+      HITL.toast("Select an item first: j / k, or click it.", { kind: "warn" });
+      return;
+    }
     if (!card) return;
     const allowed = (card.dataset.allowed || "").split(" ");
     if (allowed.indexOf(action) < 0) {
@@ -82,7 +123,12 @@
     }
     select(card);
     if (action === "accept" || action === "ignore") {
-      card.querySelector('button[data-action="' + action + '"]').click();
+      const button = card.querySelector('button[data-action="' + action + '"]');
+      if (button.disabled) {
+        HITL.toast("Your note is sent only with Respond: send it, or clear it first.", { kind: "warn" });
+        return;
+      }
+      button.click();
     } else if (action === "edit") {
       const field = card.querySelector(".args.editable input:not([type=hidden]), .args.editable textarea, .args.editable select");
       if (field) field.focus();
@@ -115,18 +161,50 @@
     const byOther = respondedBy && respondedBy !== me;
     if (byOther) {
       const form = card.querySelector("form.decision");
+      const typed = typedIn(card);
       const note = document.createElement("p");
       note.className = "form-error";
       note.setAttribute("role", "alert");
-      note.textContent = "Already answered by " + respondedBy + ".";
+      note.textContent = "Already answered by " + respondedBy + "." + (typed ? " Your decision was not applied." : "");
       if (form) form.replaceWith(note); else card.appendChild(note);
+      card.querySelectorAll(".note-hint").forEach(function (el) { el.remove(); });
       card.dataset.allowed = "";
-      setTimeout(function () { card.remove(); syncTitle(); }, 6000);
+      card.classList.add("lost");
+      showOutcome(card, id, note);
+      if (typed) {
+        // Keep the card: what the reviewer typed stays here to copy until dismissed.
+        const label = document.createElement("label");
+        label.className = "small";
+        label.textContent = "What you typed (not applied; copy it if you need it)";
+        const box = document.createElement("textarea");
+        box.className = "lost-typed";
+        box.readOnly = true;
+        box.rows = 4;
+        box.value = typed;
+        box.id = "lost-typed-" + id;
+        label.htmlFor = box.id;
+        const dismiss = document.createElement("button");
+        dismiss.type = "button";
+        dismiss.className = "secondary";
+        dismiss.textContent = "Dismiss";
+        dismiss.addEventListener("click", function () { card.remove(); syncTitle(); });
+        card.append(label, box, dismiss);
+      } else {
+        setTimeout(function () { card.remove(); syncTitle(); }, 8000);
+      }
     } else {
       card.remove();
     }
     if (selected === card) selected = null;
     syncTitle();
+  }
+  async function showOutcome(card, id, after) {
+    try {
+      const response = await fetch("/interrupts/" + id + "/outcome/", { credentials: "same-origin" });
+      if (!response.ok) return;
+      const outcome = HITL.fragment(await response.text());
+      if (outcome && card.isConnected) after.after(outcome);
+    } catch (e) { /* the note above already says who answered */ }
   }
   function setSections(sections) {
     Object.keys(sections).forEach(function (name) {
@@ -228,10 +306,10 @@
     switch (event.key) {
       case "j": move(1); break;
       case "k": move(-1); break;
-      case "a": act(card, "accept"); break;
-      case "i": act(card, "ignore"); break;
-      case "e": act(card, "edit"); break;
-      case "r": act(card, "response"); break;
+      case "a": act(card, "accept", true); break;
+      case "i": act(card, "ignore", true); break;
+      case "e": act(card, "edit", true); break;
+      case "r": act(card, "response", true); break;
       case "Enter": {
         if (!card) return;
         const first = card.querySelector("form input:not([type=hidden]), form textarea, form select, form button");
@@ -251,11 +329,18 @@
   cards().forEach(wire);
   const fromHash = location.hash.indexOf("#interrupt-") === 0 ? document.getElementById(location.hash.slice(1)) : null;
   select(fromHash || container.querySelector("article.has-error") || cards()[0], !!fromHash);
+  let intent = null;
   try {
-    const intent = JSON.parse(sessionStorage.getItem("hitl:intent") || "null");
+    intent = JSON.parse(sessionStorage.getItem("hitl:intent") || "null");
     sessionStorage.removeItem("hitl:intent");
-    if (intent) act(document.getElementById("interrupt-" + intent.id), intent.action);
   } catch (e) { /* ignore a malformed intent */ }
+  if (intent) {
+    // After load: the browser focuses the #interrupt-… target itself once it has scrolled.
+    const run = function () {
+      setTimeout(function () { act(document.getElementById("interrupt-" + intent.id), intent.action); }, 0);
+    };
+    if (document.readyState === "complete") run(); else window.addEventListener("load", run);
+  }
   const invalid = container.querySelector(".invalid input, .invalid textarea, .invalid select");
   if (invalid) invalid.focus();
 })();

@@ -8,6 +8,7 @@ from django.db.models import Prefetch
 
 from hitl.api.langgraph import state
 from hitl.api.langgraph.services import assistant_id_for
+from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.retry import retry_transient
@@ -122,7 +123,7 @@ def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
 
 
 def _error_line(error: str) -> str:
-    return (error.strip().splitlines() or [""])[-1][:1000]
+    return error_line(error)
 
 
 def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:

@@ -63,3 +63,34 @@ def clarification_of(row):
     from hitl.review.selectors import interrupt_clarification
 
     return interrupt_clarification(row)
+
+
+@register.filter
+def headline(error) -> str:
+    """A stored traceback as its exception type and message."""
+    from hitl.core.errors import error_headline
+
+    return error_headline(str(error or ""))
+
+
+@register.filter
+def action_words(row) -> str:
+    """What an interrupt asks, in words: the question, or the action without underscores."""
+    from hitl.review.selectors import interrupt_label
+
+    return interrupt_label(row)
+
+
+@register.filter
+def undo_of(message) -> dict | None:
+    """The undo a flash message offers ({id, seconds}), from its `undo-<id>-<ms>` tag."""
+    import time
+
+    for tag in str(getattr(message, "extra_tags", "") or "").split():
+        if tag.startswith("undo-"):
+            pk, _, until_ms = tag[5:].rpartition("-")
+            if not until_ms.isdigit():
+                return None
+            seconds = max(0.0, int(until_ms) / 1000 - time.time())
+            return {"id": pk, "seconds": f"{seconds:.2f}"}
+    return None
