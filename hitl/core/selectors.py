@@ -25,12 +25,14 @@ def user_group_ids(user) -> set[int]:
 def user_can_review(user, interrupt: HumanInterrupt) -> bool:
     if not user.is_authenticated:
         return False
-    if user_can_review_all(user):
-        return True
-    return (
+    # Cheapest first: a reviewer's own group (one cached query) before the permission
+    # lookup (two queries), which only reviewers of every group need.
+    if user.is_superuser or (
         interrupt.reviewer_group_id is not None
         and interrupt.reviewer_group_id in user_group_ids(user)
-    )
+    ):
+        return True
+    return user_can_review_all(user)
 
 
 def user_can_view_thread(user, thread: Thread) -> bool:

@@ -80,7 +80,7 @@ def test_a_finished_wait_reads_its_run_and_answer_in_two_queries(
 
 def test_answering_an_interrupt_stays_lean(paused_run, reviewer, django_assert_max_num_queries):
     row = HumanInterrupt.objects.get(thread_id=paused_run.thread_id)
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(11):
         services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     assert Run.objects.filter(thread_id=paused_run.thread_id, kind="resume").count() == 1
 
@@ -90,9 +90,9 @@ def test_resuming_through_the_langgraph_api_stays_lean(
 ):
     # runs.wait(command={"resume": ...}): read the pending rows once, answer them with
     # their thread known, and create the resume run with its metadata and webhook.
-    # 17 with the savepoints of the three nested transactions (22 before).
+    # 15 with the savepoints of the three nested transactions (22 before).
     thread = Thread.objects.get(pk=paused_run.thread_id)
-    with django_assert_num_queries(17) as captured:
+    with django_assert_num_queries(15) as captured:
         run = lg_services.run_create(
             user=reviewer,
             assistant_id="approval",
