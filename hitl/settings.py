@@ -51,6 +51,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
     "hitl.api.langgraph.cors.ApiCorsMiddleware",
+    # A NUL or lone surrogate in a query string or form field: a 400 naming the field.
+    "hitl.inputs.bounded_input_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -17,7 +17,7 @@ from ninja import File, NinjaAPI, Schema, Status, UploadedFile
 from ninja.errors import ValidationError
 from ninja.security import SessionAuth
 
-from hitl.api.errors import Error, install_error_handlers
+from hitl.api.errors import BoundedParser, Error, install_error_handlers
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import files, services
 from hitl.core.artifacts import artifact_json
@@ -50,6 +50,7 @@ api = NinjaAPI(
     version="1",
     urls_namespace="api-v1",
     auth=[TokenBearer(), TokenHeader(), BrowserSession()],
+    parser=BoundedParser(),
 )
 
 
