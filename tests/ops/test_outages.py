@@ -52,7 +52,9 @@ class Client:
 
     def cycle(self, folder: Path) -> str:
         thread_id = self.call(
-            "POST", "/api/v1/threads", json={"graph": "ops_tool_gated", "input": {"dir": str(folder)}}
+            "POST",
+            "/api/v1/threads",
+            json={"graph": "ops_tool_gated", "input": {"dir": str(folder)}},
         )["thread_id"]
         while True:
             thread = self.call("GET", f"/api/v1/threads/{thread_id}/wait", params={"timeout": 10})
@@ -96,9 +98,7 @@ def run_load(base: str, tokens: dict, folder: Path, fault) -> tuple[list[str], l
     return done, statuses
 
 
-def assert_every_cycle_ended_well(
-    thread_ids: list[str], statuses: list[int], folder: Path
-) -> None:
+def assert_every_cycle_ended_well(thread_ids: list[str], statuses: list[int], folder: Path) -> None:
     assert 500 not in statuses
     assert len(set(thread_ids)) == CYCLES
     threads = Thread.objects.filter(pk__in=thread_ids)
