@@ -239,9 +239,17 @@ def thread_cancel(request, thread_id: uuid.UUID):
     "/threads/{thread_id}/files",
     response={201: dict, 400: Error, 403: Error, 404: Error, 413: Error},
 )
-def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile]):
+def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile] = None):
     """Upload a file into the thread's /mnt/user-data/uploads (multipart field "file")."""
     thread = _thread_for(request, thread_id)
+    if file is None:
+        # Django drops a file part whose filename is empty, "." or "..": say so plainly
+        # instead of a bare "Field required".
+        raise services.Invalid(
+            'No file received: send multipart/form-data with a field "file" that carries '
+            'the file and its name (e.g. filename="data.csv"); a file named "", "." or ".." '
+            "is not accepted."
+        )
     stored = files.thread_file_upload(
         thread=thread, user=request.user, name=file.name or "", content=file
     )
