@@ -256,8 +256,12 @@ for entry in envlist("HITL_EXTRA_GRAPHS"):
 HITL_DEFAULT_GRAPH = envstr("HITL_DEFAULT_GRAPH", "demo")
 
 # Webhooks (issue 6): a run's webhook must be on an allow-listed host ("*.example.com"
-# allows subdomains); bodies are signed with HMAC-SHA256 (SECRET_KEY when unset).
+# allows subdomains); bodies are signed per Standard Webhooks (SECRET_KEY when unset).
+# Entries name host and port: "hooks.example.com" (default port), "host:8443", "host:*".
 HITL_WEBHOOK_HOSTS = envlist("HITL_WEBHOOK_HOSTS")
+# Deliver to loopback, private and link-local addresses too (a receiver on this machine
+# or network). Off by default: a webhook must not reach the app's own neighbours.
+HITL_WEBHOOK_ALLOW_PRIVATE = envbool("HITL_WEBHOOK_ALLOW_PRIVATE", False)
 HITL_WEBHOOK_SECRET = envstr("HITL_WEBHOOK_SECRET")
 HITL_WEBHOOK_MAX_ATTEMPTS = envint("HITL_WEBHOOK_MAX_ATTEMPTS", 6)
 HITL_WEBHOOK_BACKOFF_SECONDS = envfloat("HITL_WEBHOOK_BACKOFF_SECONDS", 10.0)
