@@ -7,6 +7,7 @@ checkpointer, the in-memory channel layer and runs executed in-process.
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from hitl.env import envbool, envfloat, envint, envlist, envstr
@@ -49,6 +50,8 @@ MIDDLEWARE = [
     # First, so every later log line of the request carries its ids.
     "hitl.logcontext.request_context_middleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "hitl.security.permissions_policy_middleware",
     # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
     "hitl.api.langgraph.cors.ApiCorsMiddleware",
     # A NUL or lone surrogate in a query string or form field: a 400 naming the field.
@@ -146,6 +149,42 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Deployment behind HTTPS (README "Deployment"); compose.yaml turns these on. Off by
+# default so `make run` works on plain http://127.0.0.1.
+# The header a TLS-terminating proxy sets ("X-Forwarded-Proto"): requests it marks
+# "https" count as secure. Set it only behind such a proxy, which must overwrite it.
+HITL_PROXY_SSL_HEADER = envstr("HITL_PROXY_SSL_HEADER")
+if HITL_PROXY_SSL_HEADER:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + HITL_PROXY_SSL_HEADER.upper().replace("-", "_"), "https")
+SECURE_SSL_REDIRECT = envbool("HITL_SSL_REDIRECT", False)
+# The container health check and a Prometheus scraper on the private network speak HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("HITL_SECURE_COOKIES", False)
+SECURE_HSTS_SECONDS = envint("HITL_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("HITL_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = envbool("HITL_HSTS_PRELOAD", False)
+
+# Content-Security-Policy (django-csp): scripts only from our own static files, no
+# inline script or handler anywhere. Inline style attributes stay allowed (they cannot
+# run code). Responses that set their own policy (file downloads: sandbox) keep it.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
 
 REDIS_URL = envstr("REDIS_URL")
 # "redis" (channels_redis core: per-socket queues) or "redis-pubsub" (one Redis message
@@ -230,8 +269,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": HITL_REAPER_SECONDS},
     },
 }
-# /metrics is open unless a token is set (then: Authorization: Bearer <token>).
+# /metrics needs `Authorization: Bearer <HITL_METRICS_TOKEN>`; without a token it is
+# closed (404) unless HITL_METRICS_PUBLIC=1 opens it (a scraper on a private network).
 HITL_METRICS_TOKEN = envstr("HITL_METRICS_TOKEN")
+HITL_METRICS_PUBLIC = envbool("HITL_METRICS_PUBLIC", False)
 
 # Checkpointer: Postgres when the app uses Postgres, SQLite file otherwise.
 HITL_CHECKPOINT_URL = envstr(
