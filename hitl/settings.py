@@ -50,7 +50,7 @@ MIDDLEWARE = [
     # First, so every later log line of the request carries its ids.
     "hitl.logcontext.request_context_middleware",
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "hitl.security.CSPMiddleware",
     "hitl.security.permissions_policy_middleware",
     # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
     "hitl.api.langgraph.cors.ApiCorsMiddleware",
