@@ -48,3 +48,8 @@ class CSPMiddleware(BaseCSPMiddleware):
         scheme = "wss" if request.is_secure() else "ws"
         parts.update = {**(parts.update or {}), "connect-src": [f"{scheme}://{host}"]}
         return parts
+
+
+def client_ip(request) -> str | None:
+    """The client address login throttling counts by (django-axes)."""
+    return request.META.get("REMOTE_ADDR")

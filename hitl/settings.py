@@ -4,6 +4,7 @@ With no DATABASE_URL / REDIS_URL the app runs embedded: SQLite, a SQLite
 checkpointer, the in-memory channel layer and runs executed in-process.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -39,6 +40,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Login throttling and lockout; admins unlock under Admin > Axes > Access attempts.
+    "axes",
     # One app label, "hitl", owns every model and migration; the other rooms are apps
     # without models, so Django finds their admin, template tags and commands.
     "hitl.core.apps.CoreConfig",
@@ -62,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Answers a locked-out login with the lockout page (429).
+    "axes.middleware.AxesMiddleware",
     # Last, so it sees every view's exception: a database/Redis outage is a 503, not a 500.
     "hitl.outage.OutageMiddleware",
 ]
@@ -115,6 +120,24 @@ else:
     }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Login throttling (django-axes): after HITL_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair is locked out for HITL_LOGIN_COOLOFF_MINUTES
+# (0: until an admin unlocks it). A success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("HITL_LOGIN_FAILURE_LIMIT", 5)
+_cooloff = envint("HITL_LOGIN_COOLOFF_MINUTES", 15)
+AXES_COOLOFF_TIME = timedelta(minutes=_cooloff) if _cooloff else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+# The peer address: daphne's --proxy-headers (compose) already set it from the proxy's
+# X-Forwarded-For; reading that header here would let a client pick its own address.
+AXES_CLIENT_IP_CALLABLE = "hitl.security.client_ip"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
