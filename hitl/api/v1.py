@@ -203,7 +203,10 @@ def thread_start(request, body: StartThreadIn):
     )
 
 
-@api.post("/threads/{thread_id}/runs", response={201: dict, 400: Error, 404: Error, 409: Error})
+@api.post(
+    "/threads/{thread_id}/runs",
+    response={201: dict, 400: Error, 403: Error, 404: Error, 409: Error},
+)
 def thread_run(request, thread_id: uuid.UUID, body: StartRunIn):
     thread = _thread_for(request, thread_id)
     run = services.run_start(graph=thread.graph, input=body.input, user=request.user, thread=thread)
