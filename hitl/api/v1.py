@@ -6,10 +6,12 @@ session (with CSRF). Every error is a JSON body {"detail": "..."} with a 4xx sta
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
@@ -226,8 +228,11 @@ async def thread_wait(
     statuses = [s for s in status.split(",") if s in Thread.Status.values]
     if not statuses:
         raise services.Invalid(f"status must list some of: {', '.join(Thread.Status.values)}.")
+    if not math.isfinite(timeout):
+        raise services.Invalid("timeout must be a finite number of seconds.")
     thread = await sync_to_async(_thread_for)(request, thread_id)
-    await thread_wait_for_status(thread.pk, statuses, min(max(timeout, 0.0), 60.0))
+    limit = min(60.0, settings.HITL_API_WAIT_SECONDS)
+    await thread_wait_for_status(thread.pk, statuses, min(max(timeout, 0.0), limit))
     thread = await Thread.objects.aget(pk=thread.pk)
     return await sync_to_async(thread_json)(thread)
 
