@@ -46,6 +46,14 @@ def unavailable_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def server_error_json(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(
+        json.dumps({"detail": "Internal server error; it has been logged."}),
+        status=500,
+        content_type="application/json",
+    )
+
+
 class OutageMiddleware(MiddlewareMixin):
     """Turn a transient fault raised by a view (sync or async) into a 503."""
 
@@ -54,7 +62,12 @@ class OutageMiddleware(MiddlewareMixin):
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
-    """Faults outside views (session saving, middleware) reach here: 503 if transient."""
+    """Faults outside views (session saving, middleware) reach here: 503 if transient.
+
+    The JSON APIs answer JSON even then: their clients never parse an HTML page.
+    """
     if is_transient(sys.exc_info()[1]):
         return unavailable_response(request)
+    if request.path.startswith(API_PREFIXES):
+        return server_error_json(request)
     return server_error(request)

@@ -4,9 +4,11 @@ With no DATABASE_URL / REDIS_URL the app runs embedded: SQLite, a SQLite
 checkpointer, the in-memory channel layer and runs executed in-process.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from hitl.env import envbool, envfloat, envint, envlist, envstr
@@ -38,6 +40,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Login throttling and lockout; admins unlock under Admin > Axes > Access attempts.
+    "axes",
     # One app label, "hitl", owns every model and migration; the other rooms are apps
     # without models, so Django finds their admin, template tags and commands.
     "hitl.core.apps.CoreConfig",
@@ -49,14 +53,20 @@ MIDDLEWARE = [
     # First, so every later log line of the request carries its ids.
     "hitl.logcontext.request_context_middleware",
     "django.middleware.security.SecurityMiddleware",
+    "hitl.security.CSPMiddleware",
+    "hitl.security.permissions_policy_middleware",
     # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
     "hitl.api.langgraph.cors.ApiCorsMiddleware",
+    # A NUL or lone surrogate in a query string or form field: a 400 naming the field.
+    "hitl.inputs.bounded_input_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Answers a locked-out login with the lockout page (429).
+    "axes.middleware.AxesMiddleware",
     # Last, so it sees every view's exception: a database/Redis outage is a 503, not a 500.
     "hitl.outage.OutageMiddleware",
 ]
@@ -111,6 +121,24 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Login throttling (django-axes): after HITL_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair is locked out for HITL_LOGIN_COOLOFF_MINUTES
+# (0: until an admin unlocks it). A success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("HITL_LOGIN_FAILURE_LIMIT", 5)
+_cooloff = envint("HITL_LOGIN_COOLOFF_MINUTES", 15)
+AXES_COOLOFF_TIME = timedelta(minutes=_cooloff) if _cooloff else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+# The peer address: daphne's --proxy-headers (compose) already set it from the proxy's
+# X-Forwarded-For; reading that header here would let a client pick its own address.
+AXES_CLIENT_IP_CALLABLE = "hitl.security.client_ip"
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -144,6 +172,42 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Deployment behind HTTPS (README "Deployment"); compose.yaml turns these on. Off by
+# default so `make run` works on plain http://127.0.0.1.
+# The header a TLS-terminating proxy sets ("X-Forwarded-Proto"): requests it marks
+# "https" count as secure. Set it only behind such a proxy, which must overwrite it.
+HITL_PROXY_SSL_HEADER = envstr("HITL_PROXY_SSL_HEADER")
+if HITL_PROXY_SSL_HEADER:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + HITL_PROXY_SSL_HEADER.upper().replace("-", "_"), "https")
+SECURE_SSL_REDIRECT = envbool("HITL_SSL_REDIRECT", False)
+# The container health check and a Prometheus scraper on the private network speak HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("HITL_SECURE_COOKIES", False)
+SECURE_HSTS_SECONDS = envint("HITL_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("HITL_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = envbool("HITL_HSTS_PRELOAD", False)
+
+# Content-Security-Policy (django-csp): scripts only from our own static files, no
+# inline script or handler anywhere. Inline style attributes stay allowed (they cannot
+# run code). Responses that set their own policy (file downloads: sandbox) keep it.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
 
 REDIS_URL = envstr("REDIS_URL")
 # "redis" (channels_redis core: per-socket queues) or "redis-pubsub" (one Redis message
@@ -231,8 +295,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": HITL_REAPER_SECONDS},
     },
 }
-# /metrics is open unless a token is set (then: Authorization: Bearer <token>).
+# /metrics needs `Authorization: Bearer <HITL_METRICS_TOKEN>`; without a token it is
+# closed (404) unless HITL_METRICS_PUBLIC=1 opens it (a scraper on a private network).
 HITL_METRICS_TOKEN = envstr("HITL_METRICS_TOKEN")
+HITL_METRICS_PUBLIC = envbool("HITL_METRICS_PUBLIC", False)
 
 # Checkpointer: Postgres when the app uses Postgres, SQLite file otherwise.
 HITL_CHECKPOINT_URL = envstr(
@@ -257,8 +323,12 @@ for entry in envlist("HITL_EXTRA_GRAPHS"):
 HITL_DEFAULT_GRAPH = envstr("HITL_DEFAULT_GRAPH", "demo")
 
 # Webhooks (issue 6): a run's webhook must be on an allow-listed host ("*.example.com"
-# allows subdomains); bodies are signed with HMAC-SHA256 (SECRET_KEY when unset).
+# allows subdomains); bodies are signed per Standard Webhooks (SECRET_KEY when unset).
+# Entries name host and port: "hooks.example.com" (default port), "host:8443", "host:*".
 HITL_WEBHOOK_HOSTS = envlist("HITL_WEBHOOK_HOSTS")
+# Deliver to loopback, private and link-local addresses too (a receiver on this machine
+# or network). Off by default: a webhook must not reach the app's own neighbours.
+HITL_WEBHOOK_ALLOW_PRIVATE = envbool("HITL_WEBHOOK_ALLOW_PRIVATE", False)
 HITL_WEBHOOK_SECRET = envstr("HITL_WEBHOOK_SECRET")
 HITL_WEBHOOK_MAX_ATTEMPTS = envint("HITL_WEBHOOK_MAX_ATTEMPTS", 6)
 HITL_WEBHOOK_BACKOFF_SECONDS = envfloat("HITL_WEBHOOK_BACKOFF_SECONDS", 10.0)

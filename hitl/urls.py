@@ -6,7 +6,7 @@ from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import views as ops
-from hitl.review import views
+from hitl.review import tokens, views
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -31,6 +31,8 @@ urlpatterns = [
         views.interrupt_outcome,
         name="interrupt-outcome",
     ),
+    path("tokens/", tokens.token_list, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("api/v1/", api.urls),
     # LangGraph-Server-compatible API and AG-UI endpoint (issue 6).
     path("langgraph/", lgapi.urls),

@@ -37,7 +37,7 @@ from django.http import StreamingHttpResponse
 from ninja import NinjaAPI
 from pydantic import TypeAdapter, ValidationError
 
-from hitl.api.errors import ERRORS, Error, install_error_handlers
+from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import resume as lg_resume
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import state as lg_state
@@ -58,6 +58,7 @@ api = NinjaAPI(
     description=__doc__,
     urls_namespace="agui",
     auth=AUTH,
+    parser=BoundedParser(),
 )
 
 THREAD_NAMESPACE = uuid.UUID("0b6a3c1e-9a53-4c8e-8f1b-2f5e8d9c7a40")

@@ -6,10 +6,12 @@ session (with CSRF). Every error is a JSON body {"detail": "..."} with a 4xx sta
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
@@ -17,7 +19,7 @@ from ninja import File, NinjaAPI, Schema, Status, UploadedFile
 from ninja.errors import ValidationError
 from ninja.security import SessionAuth
 
-from hitl.api.errors import Error, install_error_handlers
+from hitl.api.errors import BoundedParser, Error, install_error_handlers
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import files, services
 from hitl.core.artifacts import artifact_json
@@ -51,6 +53,7 @@ api = NinjaAPI(
     version="1",
     urls_namespace="api-v1",
     auth=[TokenBearer(), TokenHeader(), BrowserSession()],
+    parser=BoundedParser(),
 )
 
 
@@ -206,7 +209,10 @@ def thread_start(request, body: StartThreadIn):
     )
 
 
-@api.post("/threads/{thread_id}/runs", response={201: dict, 400: Error, 404: Error, 409: Error})
+@api.post(
+    "/threads/{thread_id}/runs",
+    response={201: dict, 400: Error, 403: Error, 404: Error, 409: Error},
+)
 def thread_run(request, thread_id: uuid.UUID, body: StartRunIn):
     thread = _thread_for(request, thread_id)
     run = services.run_start(graph=thread.graph, input=body.input, user=request.user, thread=thread)
@@ -226,8 +232,11 @@ async def thread_wait(
     statuses = [s for s in status.split(",") if s in Thread.Status.values]
     if not statuses:
         raise services.Invalid(f"status must list some of: {', '.join(Thread.Status.values)}.")
+    if not math.isfinite(timeout):
+        raise services.Invalid("timeout must be a finite number of seconds.")
     thread = await sync_to_async(_thread_for)(request, thread_id)
-    await thread_wait_for_status(thread.pk, statuses, min(max(timeout, 0.0), 60.0))
+    limit = min(60.0, settings.HITL_API_WAIT_SECONDS)
+    await thread_wait_for_status(thread.pk, statuses, min(max(timeout, 0.0), limit))
     thread = await Thread.objects.aget(pk=thread.pk)
     return await sync_to_async(thread_json)(thread)
 
@@ -242,9 +251,17 @@ def thread_cancel(request, thread_id: uuid.UUID):
     "/threads/{thread_id}/files",
     response={201: dict, 400: Error, 403: Error, 404: Error, 413: Error},
 )
-def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile]):
+def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile] = None):
     """Upload a file into the thread's /mnt/user-data/uploads (multipart field "file")."""
     thread = _thread_for(request, thread_id)
+    if file is None:
+        # Django drops a file part whose filename is empty, "." or "..": say so plainly
+        # instead of a bare "Field required".
+        raise services.Invalid(
+            'No file received: send multipart/form-data with a field "file" that carries '
+            'the file and its name (e.g. filename="data.csv"); a file named "", "." or ".." '
+            "is not accepted."
+        )
     stored = files.thread_file_upload(
         thread=thread, user=request.user, name=file.name or "", content=file
     )

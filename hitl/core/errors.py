@@ -35,21 +35,85 @@ class Conflict(ServiceError):
     status_code = 409
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nul(v) for v in value)
-    return False
+# --- bounded input ------------------------------------------------------------------------
+
+# Every JSON value a client sends (API bodies, query strings, forms, socket messages) is
+# decoded and checked here. Deeper values are refused: nothing legitimate nests this far,
+# and a deep value would exhaust the recursion limit of whatever walks it later.
+MAX_JSON_DEPTH = 64
+
+
+def _path(parts: list[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "must not contain NUL (\\u0000) characters"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must not contain lone UTF-16 surrogates (\\ud800-\\udfff)"
+    return None
+
+
+def check_json(value: Any, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Refuse a value no database stores the same way, or nested deeper than `max_depth`.
+
+    NUL characters and lone UTF-16 surrogates (in strings or keys) are refused on SQLite
+    as on PostgreSQL. Iterative, so a deep value cannot exhaust the stack; the message
+    names the offending field (`input.items[3].name`).
+    """
+    stack: list[tuple[Any, list[Any]]] = [(value, [what])]
+    while stack:
+        item, parts = stack.pop()
+        if isinstance(item, str):
+            problem = _bad_text(item)
+            if problem:
+                raise Invalid(f"{_path(parts)} {problem}.")
+            continue
+        if not isinstance(item, (dict, list, tuple)):
+            continue
+        if len(parts) > max_depth:
+            raise Invalid(
+                f"{_path(parts[:2])} is nested too deeply (more than {max_depth} levels)."
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str):
+                    problem = _bad_text(key)
+                    if problem:
+                        raise Invalid(f"{_path(parts)}: a key {problem}.")
+                stack.append((child, [*parts, key]))
+        else:
+            stack.extend((child, [*parts, i]) for i, child in enumerate(item))
+    return value
 
 
 def check_storable(value: Any, what: str) -> Any:
-    """Refuse JSON that PostgreSQL cannot store (NUL characters in strings or keys)."""
-    if _has_nul(value):
-        raise Invalid(f"{what} must not contain NUL (\\u0000) characters.")
-    return value
+    """Refuse JSON that a database cannot store faithfully (see `check_json`)."""
+    return check_json(value, what)
+
+
+def load_json(raw: bytes | str, what: str = "body") -> Any:
+    """Decode a client's JSON document, bounded and checked: a 400 naming the field."""
+    import json
+
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Invalid(f"{what} is not valid UTF-8.") from None
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise Invalid(f"{what} is nested too deeply (more than {MAX_JSON_DEPTH} levels).") from None
+    except ValueError as exc:
+        raise Invalid(f"{what} is not valid JSON: {exc}") from None
+    return check_json(value, what)
 
 
 # --- infrastructure faults ---------------------------------------------------------------

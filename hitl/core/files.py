@@ -118,15 +118,31 @@ class TooLarge(services.ServiceError):
     status_code = 413
 
 
+# Most file systems cap a name at 255 bytes; a stem and an extension this long, plus the
+# "-<n>" a repeated name gets, always fit.
+MAX_STEM_BYTES = 120
+MAX_EXT_BYTES = 24
+
+
+def _clip(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` of UTF-8, never inside a character."""
+    return text.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
+
+
 def upload_name(raw: str) -> str:
-    """A safe file name from a client-supplied one (no directories, no hidden files)."""
+    """A safe file name from a client-supplied one (no directories, no hidden files).
+
+    Names that keep no usable character ("", ".", "..", "...") are refused with a 400;
+    overlong names are shortened to fit any file system (the extension is kept).
+    """
     name = os.path.basename((raw or "").replace("\\", "/")).strip()
-    name = _UNSAFE_NAME.sub("_", name).lstrip(".").strip()
+    name = _UNSAFE_NAME.sub("_", name).lstrip(". ").rstrip()
     stem, ext = os.path.splitext(name)
-    name = stem[:100] + ext[:20]
     if not stem:
-        raise services.Invalid("The file needs a name (e.g. data.csv).")
-    return name
+        raise services.Invalid(
+            f"The file name {raw!r} has no usable characters: name the file (e.g. data.csv)."
+        )
+    return _clip(stem, MAX_STEM_BYTES).rstrip() + _clip(ext, MAX_EXT_BYTES)
 
 
 def thread_file_upload(*, thread: Thread, user, name: str, content) -> dict[str, Any]:

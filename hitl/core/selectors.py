@@ -48,6 +48,15 @@ def user_can_view_thread(user, thread: Thread) -> bool:
     return HumanInterrupt.objects.filter(thread=thread, reviewer_group_id__in=groups).exists()
 
 
+def user_can_run_thread(user, thread: Thread) -> bool:
+    """Start a new run on an existing thread: its requester, or an explicit permission.
+
+    Viewing a thread (reviewers, staff) is not enough: a run acts with the thread's files
+    and history on the requester's behalf.
+    """
+    return thread.requester_id == user.pk or user.has_perm("hitl.run_any_thread")
+
+
 def thread_list_for_user(user) -> QuerySet[Thread]:
     qs = Thread.objects.select_related("requester", "reviewer_group")
     if user_can_review_all(user) or user.is_staff:

@@ -21,7 +21,12 @@ from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceErro
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.retry import retry_transient
-from hitl.core.selectors import default_reviewer_group, user_can_review, user_can_view_thread
+from hitl.core.selectors import (
+    default_reviewer_group,
+    user_can_review,
+    user_can_run_thread,
+    user_can_view_thread,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,17 @@ def run_start(
     check_storable(input, "Run input")
     check_storable(metadata, "Thread metadata")
     check_storable(title, "The title")
+    # Checked before the transaction: a refusal leaves a caller's transaction usable.
+    # (A thread the user cannot even view stays a 404, below.)
+    if (
+        thread is not None
+        and user_can_view_thread(user, thread)
+        and not user_can_run_thread(user, thread)
+    ):
+        raise Forbidden(
+            "Only the thread's requester (or a user with the hitl.run_any_thread "
+            "permission) can start a run on it."
+        )
     # No savepoint: inside a caller's transaction a failure here undoes all of it anyway.
     with transaction.atomic(savepoint=False):
         if thread is None:

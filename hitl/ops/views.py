@@ -268,12 +268,19 @@ _registry.register(HitlCollector())
 @never_cache
 @require_GET
 def metrics(request):
-    """Prometheus exposition; guarded by HITL_METRICS_TOKEN when it is set."""
+    """Prometheus exposition: needs HITL_METRICS_TOKEN, or HITL_METRICS_PUBLIC to be open.
+
+    Closed by default: the series name reviewer groups and worker hosts.
+    """
     token = settings.HITL_METRICS_TOKEN
     if token:
         supplied = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(supplied.encode(), token.encode()):
             return HttpResponse("Missing or wrong metrics token.\n", status=401)
+    elif not settings.HITL_METRICS_PUBLIC:
+        return HttpResponse(
+            "Metrics are off: set HITL_METRICS_TOKEN (or HITL_METRICS_PUBLIC=1).\n", status=404
+        )
     return HttpResponse(generate_latest(_registry), content_type=CONTENT_TYPE_LATEST)
 
 

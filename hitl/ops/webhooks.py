@@ -6,32 +6,41 @@ does; the POST itself happens after commit, in the `webhook_deliver` Celery task
 retried with exponential backoff until HITL_WEBHOOK_MAX_ATTEMPTS. Every attempt is
 recorded on the WebhookDelivery row (visible in admin).
 
-Receivers verify `X-HITL-Signature: t=<unix>,v1=<hex>` where hex is
-HMAC-SHA256(secret, f"{t}.{body}") — the timestamp is signed so a captured request
-cannot be replayed later with a fresh one.
+Bodies are signed per the Standard Webhooks spec (`webhook-id`, `webhook-timestamp`,
+`webhook-signature`), so receivers verify them with the `standardwebhooks` library (or
+any implementation of the spec) and the secret `receiver_secret()` prints. The older
+`X-HITL-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, f"{t}.{body}")>` is still sent.
+
+The POST goes to the address the host resolved to when it was checked (never a second
+lookup), and redirects are not followed: a 3xx is a failed attempt.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import http.client
 import json
 import logging
+import socket
+import ssl
 import threading
 import time
-import urllib.error
-import urllib.request
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
 
 from hitl.core.errors import error_line
 from hitl.core.events import RunEnded
 from hitl.core.models import HumanInterrupt, Run, WebhookDelivery
-from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.webhook_urls import WebhookNotAllowed, webhook_resolve
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +49,70 @@ EVENT_SUCCESS = "run.success"
 EVENT_ERROR = "run.error"
 
 
+_WHSEC = "whsec_"
+
+
 def _secret() -> bytes:
-    return (settings.HITL_WEBHOOK_SECRET or settings.SECRET_KEY).encode()
+    """The signing key: a `whsec_<base64>` setting decoded, any other text as UTF-8."""
+    raw = settings.HITL_WEBHOOK_SECRET or settings.SECRET_KEY
+    if raw.startswith(_WHSEC):
+        return base64.b64decode(raw[len(_WHSEC) :] + "==")
+    return raw.encode()
+
+
+def receiver_secret() -> str:
+    """The secret receivers give a Standard Webhooks verifier: `whsec_<base64 key>`."""
+    return _WHSEC + base64.b64encode(_secret()).decode()
+
+
+def standard_headers(delivery_id: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """The Standard Webhooks headers for one attempt; the id stays the same on retries."""
+    signature = Webhook(_secret()).sign(
+        msg_id=delivery_id, timestamp=datetime.fromtimestamp(timestamp, UTC), data=body.decode()
+    )
+    return {
+        "webhook-id": delivery_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature,
+    }
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """Connects to the vetted address while the Host header keeps the URL's name."""
+
+    def __init__(self, host: str, address: str, port: int, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self):
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, host: str, address: str, port: int, timeout: float):
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._address = address
+
+    def connect(self):
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        # The certificate is checked against the URL's host name, not the address.
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    """POST once to the resolved, allowed address; return the status (no redirects)."""
+    address, port = webhook_resolve(url)
+    parts = urlsplit(url)
+    kind = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
+    conn = kind(parts.hostname, address, port, settings.HITL_WEBHOOK_TIMEOUT)
+    try:
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("POST", target, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read(65536)
+        return response.status
+    finally:
+        conn.close()
 
 
 def sign(body: bytes, timestamp: int, secret: bytes | None = None) -> str:
@@ -167,30 +238,29 @@ def delivery_attempt(*, delivery_id: Any) -> float | None:
         body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
         error, status = "", None
         try:
-            webhook_check_url(delivery.url)  # the allow-list may have changed since
-            request = urllib.request.Request(
-                delivery.url,
-                data=body,
-                method="POST",
-                headers={
-                    "Content-Type": "application/json",
-                    "User-Agent": "hitl-webhooks/1",
-                    "X-HITL-Event": delivery.event,
-                    "X-HITL-Delivery": str(delivery.pk),
-                    "X-HITL-Signature": sign(body, int(time.time())),
-                },
-            )
+            # Checked again: the allow-list may have changed, and the name may now
+            # resolve elsewhere.
+            now = int(time.time())
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "hitl-webhooks/1",
+                "X-HITL-Event": delivery.event,
+                "X-HITL-Delivery": str(delivery.pk),
+                "X-HITL-Signature": sign(body, now),
+                **standard_headers(str(delivery.pk), body, now),
+            }
             # The lock is held during the POST so two workers never send one delivery
             # twice at once; the timeout bounds it.
-            with urllib.request.urlopen(request, timeout=settings.HITL_WEBHOOK_TIMEOUT) as resp:
-                status = resp.status
+            status = _post(delivery.url, body, headers)
+            if 300 <= status < 400:
+                error = f"HTTP {status}: redirects are not followed"
+            elif not 200 <= status < 300:
+                error = f"HTTP {status}"
         except WebhookNotAllowed as exc:
             error = str(exc)
             delivery.attempts = max(delivery.attempts, settings.HITL_WEBHOOK_MAX_ATTEMPTS)
-        except urllib.error.HTTPError as exc:
-            status, error = exc.code, f"HTTP {exc.code} {exc.reason}"
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+        except (http.client.HTTPException, OSError, ValueError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
         delivery.response_status = status
         if status is not None and 200 <= status < 300:
             delivery.status = WebhookDelivery.Status.DELIVERED

@@ -25,14 +25,22 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from hitl.core import events
+from hitl.core.errors import Invalid, load_json
 
 log = logging.getLogger(__name__)
 
 PERMISSION_TTL = 1.0
 RENDER_TTL = 5.0
+# The browser only sends pings; anything longer is refused before it is decoded.
+MAX_MESSAGE_CHARS = 4096
 
 
 # --- what the browser receives -------------------------------------------------------
+
+
+class ErrorMessage(TypedDict):
+    type: Literal["error"]
+    detail: str
 
 
 class HelloMessage(TypedDict):
@@ -317,6 +325,20 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return False
         return True
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        # Every message is decoded bounded and checked: a bad one gets an error message,
+        # never a crashed consumer (a 1011 close the browser would retry forever).
+        try:
+            if text_data is None:
+                raise Invalid("Send JSON text frames.")
+            if len(text_data) > MAX_MESSAGE_CHARS:
+                raise Invalid(f"A message is at most {MAX_MESSAGE_CHARS} characters.")
+            content = load_json(text_data, "message")
+        except Invalid as exc:
+            await self.send_json(ErrorMessage(type="error", detail=exc.message))
+            return
+        await self.receive_json(content, **kwargs)
 
     async def receive_json(self, content, **kwargs):
         # The browser only listens; a ping keeps proxies from closing an idle socket.

@@ -10,6 +10,7 @@ from django import forms
 from django.conf import settings
 
 from agents.tools.clarification import CLARIFICATION_TYPES
+from hitl.core.errors import Invalid, check_json, load_json
 from hitl.core.models import HumanInterrupt
 from hitl.core.registry import registry
 from hitl.review.rendering import (
@@ -45,9 +46,9 @@ class StartThreadForm(forms.Form):
     def clean_input(self):
         raw = self.cleaned_data["input"].strip() or "{}"
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Input is not valid JSON: {exc.msg}.") from None
+            value = load_json(raw, "Input")
+        except Invalid as exc:
+            raise forms.ValidationError(exc.message) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Input must be a JSON object.")
         return value
@@ -109,6 +110,18 @@ class NumberField(forms.Field):
 
 
 class PrettyJSONField(forms.JSONField):
+    def to_python(self, value):
+        # Bounded and checked like every API body: a deep or NUL-laden value is a form
+        # error naming the field, not a 500 further down.
+        try:
+            return check_json(super().to_python(value), self.label or "The value")
+        except RecursionError:
+            raise forms.ValidationError(
+                f"{self.label or 'The value'} is nested too deeply."
+            ) from None
+        except Invalid as exc:
+            raise forms.ValidationError(exc.message) from None
+
     def prepare_value(self, value):
         if isinstance(value, forms.fields.InvalidJSONInput):
             return value

@@ -2,7 +2,8 @@
 
 Started once per module (each start costs seconds); every test still gets a flushed
 database through `transactional_db`. Both processes get webhook settings that let
-them POST to a receiver on 127.0.0.1, with a short backoff.
+them POST to a receiver on 127.0.0.1 (any port, a loopback address the operator
+allows with HITL_WEBHOOK_ALLOW_PRIVATE), with a short backoff.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from tests.conftest import BIN, free_port, service_env, spawn, start_celery_work
 
 WEBHOOK_SECRET = "h6-test-webhook-secret"
 STACK_ENV = {
-    "HITL_WEBHOOK_HOSTS": "127.0.0.1",
+    "HITL_WEBHOOK_HOSTS": "127.0.0.1:*",
+    "HITL_WEBHOOK_ALLOW_PRIVATE": "1",
     "HITL_WEBHOOK_SECRET": WEBHOOK_SECRET,
     "HITL_WEBHOOK_BACKOFF_SECONDS": "0.2",
     "HITL_WEBHOOK_MAX_ATTEMPTS": "4",
@@ -73,7 +75,8 @@ def stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
 @pytest.fixture
 def live(stack, transactional_db, settings) -> Stack:
     """The shared stack, with this process's settings matching the servers'."""
-    settings.HITL_WEBHOOK_HOSTS = ["127.0.0.1"]
+    settings.HITL_WEBHOOK_HOSTS = ["127.0.0.1:*"]
+    settings.HITL_WEBHOOK_ALLOW_PRIVATE = True
     settings.HITL_WEBHOOK_SECRET = WEBHOOK_SECRET
     return stack
 

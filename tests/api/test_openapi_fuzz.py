@@ -1,4 +1,5 @@
-"""Schemathesis against the served OpenAPI documents: no input gets a 5xx.
+"""Schemathesis against the served OpenAPI documents (v1, /langgraph, /agui): no input
+gets a 5xx.
 
 A real daphne server with runs not dispatched (HITL_EXECUTOR=manual) and a
 1-second wait limit, so generated runs/wait and stream calls return quickly.
@@ -17,7 +18,7 @@ from tests.api.conftest import start_daphne, token_for
 
 pytestmark = pytest.mark.postgres
 
-EXAMPLES = 5  # per operation and mode: bounded, the suite stays fast
+EXAMPLES = 8  # per operation and mode: bounded, the suite stays fast
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +101,21 @@ def test_the_ag_ui_endpoint_never_answers_5xx(fuzz_server, transactional_db, rev
     key = {"x-api-key": token_for(reviewer)}
     assert _fuzz(fuzz_server, "/agui/openapi.json", key) == []
     assert _fuzz(fuzz_server, "/agui/openapi.json", key, {"graph": "client_tools"}) == []
+
+
+def test_the_v1_api_never_answers_5xx(
+    fuzz_server, transactional_db, reviewer, requester, manual_runs, api_for
+):
+    key = {"Authorization": f"Bearer {token_for(requester)}"}
+    assert _fuzz(fuzz_server, "/api/v1/openapi.json", key) == []
+    # Again with real ids: the requester's interrupted thread and its pending interrupt.
+    started = api_for(requester).post("/api/v1/threads", {"graph": "approval", "input": {}})
+    started = started.json()
+    assert manual_runs(started["run_id"]) == "interrupted"
+    from hitl.core.models import HumanInterrupt
+
+    known = {
+        "thread_id": started["thread_id"],
+        "interrupt_id": str(HumanInterrupt.objects.get(thread_id=started["thread_id"]).pk),
+    }
+    assert _fuzz(fuzz_server, "/api/v1/openapi.json", key, known) == []

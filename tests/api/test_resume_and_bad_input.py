@@ -186,6 +186,90 @@ def test_wrong_resume_shapes_are_400(lg, manual_runs, reviewer):
     assert client.post(url, {"assistant_id": "approval", "input": {}}).status_code == 409
 
 
+def assert_nothing_recorded(thread_id: str) -> None:
+    assert set(
+        HumanInterrupt.objects.filter(thread_id=thread_id).values_list("status", flat=True)
+    ) == {"pending"}
+    assert Run.objects.filter(thread_id=thread_id).count() == 1
+    assert not AuditEvent.objects.filter(thread_id=thread_id, kind="interrupt.answered").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ({}, '"resume"'),
+        ({"resume": None}, "resume is empty"),
+        ({"resume": {}}, "resume is empty"),
+        ({"resume": []}, "resume is empty"),
+        ({"resume": [None]}, "is null"),
+        ({"resume": 5}, "Cannot answer"),
+        (
+            {"resume": {"type": "accept", "args": {"unexpected": True}}, "update": {"x": 1}},
+            "update",
+        ),
+    ],
+)
+def test_a_resume_that_answers_nothing_is_refused(lg, manual_runs, reviewer, command, says):
+    """`command: {}` or a null resume once ignored every pending interrupt silently."""
+    client = lg(reviewer)
+    thread_id = start(client, manual_runs, "approval")
+    response = client.post(
+        f"/threads/{thread_id}/runs", {"assistant_id": "approval", "command": command}
+    )
+    assert response.status_code == 400, response.content
+    assert says in response.json()["detail"]
+    assert_nothing_recorded(thread_id)
+
+
+def test_a_resume_map_with_an_unknown_interrupt_id_records_nothing(lg, manual_runs, reviewer):
+    client = lg(reviewer)
+    thread_id = start(client, manual_runs, "parallel_approval", {"files": ["a.txt", "b.txt"]})
+    ids = list(
+        HumanInterrupt.objects.filter(thread_id=thread_id)
+        .order_by("position")
+        .values_list("interrupt_id", flat=True)
+    )
+    unknown = uuid.uuid4().hex
+    cases = [
+        {ids[0]: [{"type": "accept"}], unknown: [{"type": "accept"}]},  # one known, one not
+        {unknown: [{"type": "accept"}]},  # an id of nothing on this thread
+        {ids[0]: [{"type": "accept"}], ids[1]: None},  # a null answer
+        {ids[0]: [{"type": "accept"}], ids[1]: [{"type": "accept"}, {"type": "accept"}]},
+    ]
+    for resume in cases:
+        response = client.post(
+            f"/threads/{thread_id}/runs",
+            {"assistant_id": "parallel_approval", "command": {"resume": resume}},
+        )
+        assert response.status_code == 400, (resume, response.content)
+        assert response.json()["detail"]
+    first = client.post(
+        f"/threads/{thread_id}/runs",
+        {"assistant_id": "parallel_approval", "command": {"resume": cases[0]}},
+    )
+    assert unknown in first.json()["detail"]
+    assert_nothing_recorded(thread_id)
+
+
+def test_an_ag_ui_resume_with_a_null_payload_records_nothing(lg, manual_runs, reviewer):
+    client = lg(reviewer)
+    thread_id = start(client, manual_runs, "approval")
+    row = HumanInterrupt.objects.get(thread_id=thread_id)
+    body = {
+        "threadId": thread_id,
+        "runId": "r2",
+        "messages": [],
+        "state": {},
+        "resume": [{"interruptId": str(row.pk), "status": "resolved", "payload": None}],
+    }
+    response = client.client.post(
+        "/agui/approval", json.dumps(body), content_type="application/json", **client.headers
+    )
+    assert response.status_code == 400, response.content
+    assert "null" in response.json()["detail"]
+    assert_nothing_recorded(thread_id)
+
+
 def test_an_answered_interrupt_cannot_be_answered_again(lg, manual_runs, reviewer, second_reviewer):
     thread_id = start(lg(reviewer), manual_runs, "approval")
     interrupt_id = HumanInterrupt.objects.get(thread_id=thread_id).interrupt_id

@@ -7,6 +7,7 @@ import time
 
 import httpx
 import pytest
+from standardwebhooks.webhooks import Webhook
 
 from hitl.core import webhook_urls
 from hitl.core.models import HumanInterrupt, Run, Thread, WebhookDelivery
@@ -32,6 +33,8 @@ def test_interrupt_and_completion_are_posted_signed(live, reviewer, receiver, ap
     assert webhooks.verify(
         hit["body"], hit["headers"]["x-hitl-signature"], secret=WEBHOOK_SECRET.encode()
     )
+    # Standard Webhooks: a receiver verifies with the standardwebhooks library.
+    assert Webhook(webhooks.receiver_secret()).verify(hit["body"], hit["headers"])
     assert hit["headers"]["x-hitl-event"] == "run.interrupted"
     payload = hit["json"]
     assert (payload["run_id"], payload["thread_id"]) == (run["run_id"], thread["thread_id"])
@@ -75,7 +78,8 @@ def test_a_failing_receiver_is_retried_with_backoff(live, reviewer, receiver):
 
 
 def test_a_delivery_gives_up_after_the_last_attempt(db, settings, requester):
-    settings.HITL_WEBHOOK_HOSTS = ["127.0.0.1"]
+    settings.HITL_WEBHOOK_HOSTS = ["127.0.0.1:9"]
+    settings.HITL_WEBHOOK_ALLOW_PRIVATE = True
     settings.HITL_WEBHOOK_MAX_ATTEMPTS = 3
     settings.HITL_WEBHOOK_BACKOFF_SECONDS = 0.5
     thread = Thread.objects.create(graph="approval", requester=requester)

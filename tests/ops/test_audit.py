@@ -129,3 +129,46 @@ def test_the_thread_partial_shows_proposal_and_answer_side_by_side(approval_thre
     assert "cfo" not in html and "team@example.com" in html  # the proposal
     assert "Not &lt;b&gt;today&lt;/b&gt;." in html  # the answer, escaped
     assert "<b>today" not in html
+
+
+# --- append-only in the database itself ---------------------------------------------
+
+
+def raw(sql: str, params=()) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def refused(sql: str, params=()) -> bool:
+    """True when the database itself refuses `sql` (inside a savepoint, so the test's
+    transaction stays usable on PostgreSQL)."""
+    from django.db import DatabaseError, transaction
+
+    try:
+        with transaction.atomic():
+            raw(sql, params)
+    except DatabaseError as exc:
+        assert "append-only" in str(exc)
+        return True
+    return False
+
+
+def test_raw_sql_cannot_rewrite_an_audit_row(approval_thread, requester):
+    event = AuditEvent.objects.filter(thread=approval_thread).order_by("id").first()
+    other = Thread.objects.create(graph="approval", requester=requester)
+    table = AuditEvent._meta.db_table
+    assert refused(f"UPDATE {table} SET kind = 'run.finished' WHERE id = %s", [event.pk])
+    assert refused(f"UPDATE {table} SET data = '{{}}' WHERE id = %s", [event.pk])
+    assert refused(f"UPDATE {table} SET created_at = created_at WHERE id = %s", [event.pk]) is False
+    assert refused(f"UPDATE {table} SET thread_id = %s WHERE id = %s", [other.pk.hex, event.pk])
+    before = AuditEvent.objects.get(pk=event.pk)
+    assert (before.kind, before.thread_id, before.data) == (event.kind, event.thread_id, event.data)
+
+
+@pytest.mark.postgres
+def test_raw_sql_cannot_delete_an_audit_row_on_postgres(approval_thread):
+    count = AuditEvent.objects.count()
+    assert refused(f"DELETE FROM {AuditEvent._meta.db_table}")
+    assert AuditEvent.objects.count() == count

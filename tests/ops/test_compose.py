@@ -22,7 +22,7 @@ import yaml
 from django.conf import settings
 
 from hitl.core.models import ApiToken, HumanInterrupt
-from tests.conftest import BIN, ROOT, Proc, free_port, spawn, wait_for
+from tests.conftest import BIN, PYTHON, ROOT, Proc, free_port, spawn, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -66,7 +66,10 @@ def service_command(name: str, **replace: str) -> list[str]:
 @pytest.fixture
 def compose_env(test_database_url, tmp_path) -> dict[str, str]:
     """The app services' environment from compose.yaml, pointed at this machine."""
-    given = {"SECRET_KEY": "compose-smoke-" + uuid.uuid4().hex}
+    given = {
+        "SECRET_KEY": "compose-smoke-" + uuid.uuid4().hex + uuid.uuid4().hex,
+        "HITL_METRICS_TOKEN": METRICS_TOKEN,
+    }
     env = {
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "HOME": os.environ.get("HOME", str(tmp_path)),
@@ -87,6 +90,54 @@ def compose_env(test_database_url, tmp_path) -> dict[str, str]:
         HITL_REAPER_SECONDS="1",
     )
     return env
+
+
+METRICS_TOKEN = "compose-metrics-token"
+# What the TLS-terminating proxy in front of web adds to every request it forwards.
+VIA_PROXY = {"X-Forwarded-Proto": "https"}
+
+
+def test_the_production_environment_passes_the_deploy_checks(compose_env):
+    """`manage.py check --deploy` with compose's environment: no warning at all."""
+    check = subprocess.run(
+        [PYTHON, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env=compose_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "System check identified no issues" in check.stdout, check.stdout
+
+
+def test_the_production_environment_sends_secure_headers(compose_env):
+    """The settings compose turns on, read by a fresh process, reach the responses."""
+    script = (
+        "import django, os; django.setup();"
+        "from django.test import Client;"
+        "c = Client();"
+        "r = c.get('/login/', secure=True, HTTP_X_FORWARDED_PROTO='https');"
+        "print(r.status_code);"
+        "print(r['Strict-Transport-Security']);"
+        "print(r['Content-Security-Policy']);"
+        "print(r.cookies['csrftoken']['secure']);"
+        "print(c.get('/login/').status_code, c.get('/login/')['Location']);"
+        "print(c.get('/healthz').status_code)"
+    )
+    env = {**compose_env, "DJANGO_SETTINGS_MODULE": "hitl.settings"}
+    env["ALLOWED_HOSTS"] = "testserver"
+    out = subprocess.run(
+        [PYTHON, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    status, hsts, csp, secure_cookie, redirect, health = out.stdout.splitlines()
+    assert status == "200"
+    assert hsts == "max-age=31536000; includeSubDomains; preload"
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert secure_cookie == "True"
+    assert redirect == "301 https://testserver/login/"  # plain HTTP is sent to HTTPS
+    assert health in ("200", "503")  # the health check is never redirected
 
 
 def test_compose_wires_the_services_as_documented():
@@ -182,7 +233,10 @@ def test_every_service_command_runs_here(compose_env, tmp_path, api_key, reviewe
         check = run_healthcheck("worker", compose_env)
         assert check.returncode == 0, check.stdout + check.stderr
 
-        metrics = httpx.get(f"{base}/metrics").text
+        assert httpx.get(f"{base}/metrics").status_code == 401
+        metrics = httpx.get(
+            f"{base}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+        ).text
         assert (
             f'hitl_worker_heartbeat_timestamp_seconds{{worker="celery@{socket.gethostname()}"}}'
             in metrics
@@ -193,7 +247,11 @@ def test_every_service_command_runs_here(compose_env, tmp_path, api_key, reviewe
         started = httpx.post(
             f"{base}/api/v1/threads",
             json={"graph": "approval", "input": {"request": "compose"}},
-            headers={"Authorization": f"Bearer {api_key}", "X-Request-ID": request_id},
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "X-Request-ID": request_id,
+                **VIA_PROXY,
+            },
         )
         assert started.status_code == 201, started.text
         assert started.headers["X-Request-ID"] == request_id

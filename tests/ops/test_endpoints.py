@@ -64,8 +64,9 @@ def seed(manual_runs, requester, reviewer, finance_group):
 
 
 def test_metrics_expose_runs_interrupts_queues_and_latencies(
-    client, manual_runs, requester, reviewer, finance_group
+    client, manual_runs, requester, reviewer, finance_group, settings
 ):
+    settings.HITL_METRICS_PUBLIC = True
     seed(manual_runs, requester, reviewer, finance_group)
     response = client.get("/metrics")
     assert response.status_code == 200
@@ -94,6 +95,7 @@ def test_metrics_expose_runs_interrupts_queues_and_latencies(
 
 
 def test_metrics_survive_a_broken_part(client, db, settings):
+    settings.HITL_METRICS_PUBLIC = True
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
     settings.CELERY_BROKER_URL = settings.REDIS_URL
     found = samples(client.get("/metrics").content.decode())
@@ -107,6 +109,16 @@ def test_metrics_token_is_enforced_when_set(client, db, settings):
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
+def test_metrics_are_closed_unless_a_token_is_set_or_they_are_opened(client, db, settings):
+    """Group and worker names are not for anyone who can reach the port."""
+    assert (settings.HITL_METRICS_TOKEN, settings.HITL_METRICS_PUBLIC) == ("", False)
+    closed = client.get("/metrics")
+    assert closed.status_code == 404
+    assert b"HITL_METRICS_TOKEN" in closed.content and b"hitl_" not in closed.content
+    settings.HITL_METRICS_PUBLIC = True
+    assert b"hitl_runs" in client.get("/metrics").content
 
 
 def test_analytics_draws_decisions_and_latency_as_svg(

@@ -101,7 +101,7 @@ def test_demo_agent_end_to_end(asgi_server, celery_worker, browser_page, reviewe
     mark_no_reload(page)
 
     # The clarification arrives over the socket, options as buttons.
-    option = page.wait_for_selector("article.interrupt button.option:has-text('Q3 2025')")
+    page.wait_for_selector("article.interrupt button.option:has-text('Q3 2025')")
     assert_not_reloaded(page)
     assert "Which quarter should the sales report cover?" in page.inner_text("article.interrupt")
     inbox.wait_for_selector("tr.interrupt-row:has-text('Which quarter')")
@@ -109,7 +109,8 @@ def test_demo_agent_end_to_end(asgi_server, celery_worker, browser_page, reviewe
     shot(page, "e2e-1-clarification")
     shot(inbox, "e2e-1-inbox")
 
-    option.click()
+    # Through a locator: a live update may replace the untouched card meanwhile.
+    page.locator("article.interrupt button.option:has-text('Q3 2025')").click()
     page.wait_for_url(thread_url)  # nothing else pending: back on this thread
     assert "Answer sent" in page.inner_text(".flashes")
     mark_no_reload(page)
@@ -124,7 +125,7 @@ def test_demo_agent_end_to_end(asgi_server, celery_worker, browser_page, reviewe
     # Files presented before the approval are already on the page.
     page.wait_for_selector("figure.artifact-csv table.csv")
     shot(page, "e2e-2-approval")
-    to.fill("cfo@example.com")
+    page.locator("article.interrupt input[data-key=to]").fill("cfo@example.com")
     assert "dirty" in page.get_attribute("article.interrupt", "class")
     page.click("article.interrupt button.btn-edit")
     page.wait_for_url(thread_url)

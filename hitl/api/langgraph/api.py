@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Field, NinjaAPI, Query, Schema
 from ninja.security import SessionAuth
 
-from hitl.api.errors import ERRORS, Error, install_error_handlers
+from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import serializers, state
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.resume import check_storable
@@ -57,6 +57,7 @@ api = NinjaAPI(
     description=__doc__,
     urls_namespace="langgraph-api",
     auth=AUTH,
+    parser=BoundedParser(),
 )
 
 
@@ -200,7 +201,8 @@ def _create_run(
             new_thread_id = thread_id
         elif thread is None or not user_can_view_thread(request.user, thread):
             raise services.NotFound(f"Thread {thread_id} not found.")
-    command = body.command.dict() if body.command is not None else None
+    # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
+    command = body.command.dict(exclude_unset=True) if body.command is not None else None
     return lg_services.run_create(
         user=request.user,
         assistant_id=body.assistant_id,

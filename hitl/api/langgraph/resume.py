@@ -9,6 +9,7 @@ records, audit and live pages stay exactly as if reviewers had answered in the U
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,11 +37,17 @@ def answer_for(row: HumanInterrupt, payload: Any) -> tuple[str, Any]:
     """One payload for one row -> (response_type, args) for interrupt_resolve.
 
     Accepts a HumanResponse `{type, args}`, a HumanInTheLoopMiddleware decision
-    `{type: approve|edit|reject|respond, ...}`, a text (a `response`), or None /
-    CANCELLED (an `ignore`). A client tool's result may be any JSON value.
+    `{type: approve|edit|reject|respond, ...}`, a text (a `response`), or CANCELLED (an
+    `ignore`). A client tool's result may be any JSON value but null. A null says
+    nothing: skipping is `{"type": "ignore"}`, never a side effect of a missing value.
     """
-    if payload is CANCELLED or payload is None:
+    if payload is CANCELLED:
         return "ignore", None
+    if payload is None:
+        raise services.Invalid(
+            f"The answer for {_label(row)} is null: send a HumanResponse {{type, args}} "
+            '(skip it with {"type": "ignore"}).'
+        )
     # {"type": "edit"} is a HumanResponse unless it carries a decision's edited_action.
     if (
         isinstance(payload, dict)
@@ -109,6 +116,14 @@ def answers_for_interrupt(rows: list[HumanInterrupt], value: Any) -> list[tuple[
             "holding one HumanResponse per request."
         )
     return [(rows[0], *answer_for(rows[0], value))]
+
+
+_ID = re.compile(r"[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _looks_like_id(key: str) -> bool:
+    """A LangGraph interrupt id (32 hex digits) or a HumanInterrupt id (a UUID)."""
+    return bool(_ID.fullmatch(key.lower()))
 
 
 def _pending_by_interrupt(thread: Thread) -> dict[str, list[HumanInterrupt]]:
@@ -182,10 +197,14 @@ def resume_command(
     {interrupt_id: value}; the interrupt ids are the ones in the thread's `interrupts`.
     """
     groups = _pending_by_interrupt(thread)
+    if resume is None or resume == {} or resume == []:
+        raise services.Invalid(
+            "command.resume is empty: send the answer (a HumanResponse {type, args}) or a map "
+            "{interrupt_id: answer}; nothing was recorded."
+        )
     # A map {interrupt_id: value}; a HumanResponse or decision ({"type": ...}) is one value.
     if (
         isinstance(resume, dict)
-        and resume
         and all(isinstance(k, str) for k in resume)
         and not {"type", "decisions"} & set(resume)
     ):
@@ -199,9 +218,17 @@ def resume_command(
             return _resolve_all(
                 thread=thread, user=user, plan=plan, groups=groups, run_fields=run_fields
             )
-        conflict = _answered_conflict(thread, resume)
-        if conflict is not None:
-            raise conflict
+        unknown = [k for k in resume if k not in known]
+        if len(unknown) < len(resume) or all(_looks_like_id(k) for k in unknown):
+            # Some keys name pending interrupts (or all look like ids): a map with a
+            # wrong key, never a value to record.
+            conflict = _answered_conflict(thread, unknown)
+            if conflict is not None:
+                raise conflict
+            raise services.Invalid(
+                f"No pending interrupt {unknown[0]!r} on this thread; pending: "
+                f"{', '.join(groups) or 'none'}. Nothing was recorded."
+            )
     if not groups:
         raise services.Conflict(
             "This thread has no pending interrupts to resume"

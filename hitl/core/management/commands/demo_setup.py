@@ -1,5 +1,8 @@
 """Create the demo reviewer (and the default reviewer group) and print how to log in."""
 
+import os
+from pathlib import Path
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -29,7 +32,7 @@ class Command(BaseCommand):
         user.is_superuser = True
         user.save()
         user.groups.add(group)
-        _, key = ApiToken.issue(user=user, name="demo")
+        key = _demo_token(user)
         if token_file:
             with open(token_file, "w") as fh:
                 fh.write(key)
@@ -39,3 +42,18 @@ class Command(BaseCommand):
             f"  Demo reviewer: {username} / {password}  (group {group.name!r})\n"
             f"  API token:     {key}\n"
         )
+
+
+def _demo_token(user) -> str:
+    """The demo token kept under var/ (like the secret key), issued again only when its
+    row is gone: `make run` does not mint a new token every time."""
+    path = Path(settings.VAR_DIR) / "demo_token"
+    if path.exists():
+        key = path.read_text().strip()
+        if ApiToken.objects.filter(user=user, key_hash=ApiToken.hash_key(key)).exists():
+            return key
+    _, key = ApiToken.issue(user=user, name="demo")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key)
+    return key

@@ -1,0 +1,65 @@
+"""Refuse bad query strings and form fields for every page: a 400 naming the field.
+
+The JSON APIs check their bodies and parameters in `hitl.api.errors.BoundedParser`;
+this middleware covers everything else (pages, admin, the login form), so a NUL in
+`?status=` or in a form field never reaches a database that would refuse it with a 500.
+"""
+
+from __future__ import annotations
+
+import json
+
+from asgiref.sync import iscoroutinefunction
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.utils.decorators import sync_and_async_middleware
+
+from hitl.core.errors import Invalid, check_json
+from hitl.outage import API_PREFIXES
+
+
+def _check(data, source: str) -> None:
+    for key, values in data.lists():
+        check_json(key, f"A {source} name")
+        for value in values:
+            check_json(value, f"{source} {key}")
+
+
+def bad_input_response(request: HttpRequest, message: str) -> HttpResponse:
+    if request.path.startswith(API_PREFIXES):
+        return HttpResponse(
+            json.dumps({"detail": message}), status=400, content_type="application/json"
+        )
+    return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+@sync_and_async_middleware
+def bounded_input_middleware(get_response):
+    """Check the query string of every request and the fields of urlencoded form posts.
+
+    Pure CPU (the body is already read), so the async path checks inline, no thread hop.
+    """
+
+    def refusal(request: HttpRequest) -> HttpResponse | None:
+        try:
+            _check(request.GET, "query parameter")
+            # Multipart bodies are left to their views (uploads stream to disk); their
+            # text fields go through Django forms, which refuse NUL themselves.
+            if request.method == "POST" and request.content_type == (
+                "application/x-www-form-urlencoded"
+            ):
+                _check(request.POST, "form field")
+        except Invalid as exc:
+            return bad_input_response(request, exc.message)
+        return None
+
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            return refusal(request) or await get_response(request)
+
+    else:
+
+        def middleware(request):
+            return refusal(request) or get_response(request)
+
+    return middleware
