@@ -97,6 +97,7 @@ def test_idempotency_keys_are_stable_per_task_and_differ_between_tasks():
     )
 
 
+@pytest.mark.postgres  # the pooled connections; SQLite keeps its test database open anyway
 @pytest.mark.django_db(transaction=True)
 def test_calls_from_tool_threads_hand_their_connection_back(requester):
     # ToolNode runs tools on its executor's threads: a connection left open there would
