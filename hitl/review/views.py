@@ -169,10 +169,8 @@ def _wants_json(request) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
-@login_required
-@require_POST
-def interrupt_decide(request, interrupt_id):
-    """Record a decision from a card's form (or, as JSON, from the inbox's quick keys)."""
+def _decidable_row(request, interrupt_id) -> HumanInterrupt:
+    """The interrupt a reviewer or the thread's viewer acts on; 404 for anyone else."""
     row = (
         HumanInterrupt.objects.filter(pk=interrupt_id)
         .select_related("thread", "reviewer_group")
@@ -182,6 +180,14 @@ def interrupt_decide(request, interrupt_id):
         user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)
     ):
         raise Http404("No such interrupt.")
+    return row
+
+
+@login_required
+@require_POST
+def interrupt_decide(request, interrupt_id):
+    """Record a decision from a card's form (or, as JSON, from the inbox's quick keys)."""
+    row = _decidable_row(request, interrupt_id)
     thread_url = reverse("thread", args=[row.thread_id])
     as_json = _wants_json(request)
     form = DecisionForm(request.POST, interrupt=row)
@@ -252,15 +258,7 @@ def undo_info(row: HumanInterrupt) -> dict | None:
 @require_POST
 def interrupt_undo(request, interrupt_id):
     """Take back one's own decision while its grace period lasts."""
-    row = (
-        HumanInterrupt.objects.filter(pk=interrupt_id)
-        .select_related("thread", "reviewer_group")
-        .first()
-    )
-    if row is None or not (
-        user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)
-    ):
-        raise Http404("No such interrupt.")
+    row = _decidable_row(request, interrupt_id)
     as_json = _wants_json(request)
     try:
         services.interrupt_undo(interrupt_id=row.pk, user=request.user)
