@@ -237,8 +237,7 @@ def groups_listened(groups: list[str]) -> bool:
 def thread_stream_listened(thread_id: Any) -> bool:
     """Whether anyone listens to the thread's full event stream (a thread page, an SSE
     or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""
-    group = thread_group(thread_id)
-    return publisher.ask(lambda: _group_has_members(group), default=True)
+    return groups_listened([thread_group(thread_id)])
 
 
 def publish_thread_event(thread_id: Any, event: dict[str, Any]) -> None:

@@ -7,22 +7,18 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import contract
 from hitl import logcontext
 from hitl.core import audit, dispatch, events
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
-from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
+from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.retry import retry_transient
 from hitl.core.selectors import (
-    default_reviewer_group,
     user_can_review,
     user_can_run_thread,
     user_can_view_thread,
@@ -464,292 +460,6 @@ def _resume_value(rows: list[HumanInterrupt]) -> Any:
     return contract.resume_value(rows[0].kind, rows[0].raw_value, answers)
 
 
-# --- the worker side ----------------------------------------------------------------
-
-
-@retry_transient
-def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
-    """Take the lease on a run. Returns (run, 0) when claimed, (None, 0) when there is
-    nothing to do, or (None, seconds) when another worker holds a live lease."""
-    now = timezone.now()
-    with transaction.atomic():
-        run = Run.objects.select_for_update().select_related("thread").filter(pk=run_id).first()
-        if run is None or run.status in Run.TERMINAL:
-            return None, 0.0
-        if (
-            run.status == Run.Status.RUNNING
-            and run.lease_owner
-            and run.lease_owner != worker
-            and run.lease_expires_at
-            and run.lease_expires_at > now
-        ):
-            return None, (run.lease_expires_at - now).total_seconds()
-        exhausted = run.attempts >= settings.HITL_RUN_MAX_ATTEMPTS
-        if not exhausted:
-            run.status = Run.Status.RUNNING
-            run.lease_owner = worker
-            run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
-            run.attempts += 1
-            run.started_at = run.started_at or now
-            run.save(
-                update_fields=[
-                    "status",
-                    "lease_owner",
-                    "lease_expires_at",
-                    "attempts",
-                    "started_at",
-                ]
-            )
-            audit.audit_record(
-                kind=audit.Kind.RUN_STARTED,
-                thread=run.thread_id,
-                run=run,
-                actor_id=run.created_by_id,
-                data={"run_kind": run.kind, "attempt": run.attempts, "worker": worker},
-            )
-    if exhausted:
-        # Every earlier attempt ended without an outcome (its worker was killed: out of
-        # memory, the hard time limit): stop handing the run out forever. In its own
-        # transaction, because run_fail locks the thread before the run.
-        run_fail(
-            run_id=run.pk,
-            worker=run.lease_owner,
-            error=f"Gave up after {run.attempts} attempts: each one ended without an outcome "
-            "(its worker was killed or hit the hard time limit).",
-        )
-        return None, 0.0
-    return run, 0.0
-
-
-def run_release(*, run_id: Any, worker: str) -> bool:
-    """Give a claimed run back to the queue after an infrastructure fault, without
-    spending its attempt: the fault was the database's or Redis's, not the graph's."""
-    return bool(
-        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).update(
-            status=Run.Status.QUEUED,
-            lease_owner="",
-            lease_expires_at=None,
-            attempts=Greatest(F("attempts") - 1, 0),
-            dispatched_at=timezone.now(),  # the task's own retry is on its way
-        )
-    )
-
-
-def run_heartbeat(*, run_id: Any, worker: str) -> bool:
-    """Extend the lease; False when the run was cancelled or taken over."""
-    expires = timezone.now() + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
-    return bool(
-        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).update(
-            lease_expires_at=expires
-        )
-    )
-
-
-def run_is_current(*, run_id: Any, worker: str) -> bool:
-    return Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).exists()
-
-
-def _group_for(name: str | None, thread: Thread, cache: dict[str, Group | None]) -> Group:
-    if name:
-        if name not in cache:
-            cache[name] = Group.objects.filter(name=name).first()
-        if cache[name] is not None:
-            return cache[name]
-        log.warning("interrupt routed to unknown reviewer group %r; using the default", name)
-    return thread.reviewer_group or default_reviewer_group()
-
-
-def _expiry_fields(
-    value: Any, request: contract.Request, group: Group, now, cache: dict[str, Any]
-) -> dict[str, Any]:
-    """When an interrupt expires and what happens then.
-
-    The graph or tool config decides first (`expires_in`, `expiry_policy`,
-    `expiry_message`, `escalate_to` next to the request); the reviewer group's
-    ReviewerGroupPolicy supplies the default deadline.
-    """
-    spec = value
-    if isinstance(value, list):
-        spec = value[request.position] if request.position < len(value) else None
-    spec = spec if isinstance(spec, dict) else {}
-    fields: dict[str, Any] = {}
-    policy = spec.get("expiry_policy")
-    if policy in ExpiryPolicy.values:
-        fields["expiry_policy"] = policy
-    if isinstance(spec.get("expiry_message"), str):
-        fields["expiry_message"] = spec["expiry_message"][:5000]
-    if isinstance(spec.get("escalate_to"), str):
-        target = spec["escalate_to"]
-        if target not in cache:
-            cache[target] = Group.objects.filter(name=target).first()
-        fields["escalate_to"] = cache[target]
-    expires_in = request.expires_in
-    if not expires_in and group is not None:
-        key = f"policy:{group.pk}"
-        if key not in cache:
-            cache[key] = ReviewerGroupPolicy.objects.filter(group=group).first()
-        expires_in = cache[key].expire_after_seconds if cache[key] else None
-    if expires_in:
-        fields["expires_at"] = now + timedelta(seconds=expires_in)
-    return fields
-
-
-def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
-    """Lock a run's thread, then the run.
-
-    Thread first, like every service that changes a thread (decide, cancel, start):
-    with the opposite order a finishing run and a cancel deadlock each other.
-    """
-    if thread_id is None:
-        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).first()
-        if thread_id is None:
-            return None, None
-    thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
-    run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).first()
-    return thread, run
-
-
-@retry_transient
-def run_finish(
-    *,
-    run_id: Any,
-    worker: str,
-    interrupts: list[tuple[str, Any, Any]],
-    result: Any,
-    thread_id: Any = None,
-) -> Run | None:
-    """Record the end of a run: interrupted (with one row per pending request) or done."""
-    now = timezone.now()
-    created: list[HumanInterrupt] = []
-    with transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id, thread_id)
-        if (
-            thread is None
-            or run is None
-            or run.status != Run.Status.RUNNING
-            or run.lease_owner != worker
-        ):
-            return None  # cancelled, or another worker took over: its outcome counts
-        groups: dict[str, Any] = {}
-        # A redelivered run finds the rows it made before: no duplicates. The thread
-        # lock serializes attempts, so reading then inserting cannot race.
-        existing = set(
-            HumanInterrupt.objects.filter(
-                thread=thread, interrupt_id__in=[i for i, _, _ in interrupts]
-            ).values_list("interrupt_id", "position")
-        )
-        for interrupt_id, value, schema in interrupts:
-            kind, requests = contract.requests_for(value, schema)
-            for request in requests:
-                defaults = {
-                    "run": run,
-                    "kind": kind,
-                    "raw_value": value,
-                    "response_schema": schema,
-                    "action": request.action[:200],
-                    "args": request.args,
-                    "args_schema": request.args_schema,
-                    "description": request.description,
-                    "allow_accept": request.allow_accept,
-                    "allow_edit": request.allow_edit,
-                    "allow_respond": request.allow_respond,
-                    "allow_ignore": request.allow_ignore,
-                    "reviewer_group": _group_for(request.reviewer_group, thread, groups),
-                }
-                defaults.update(
-                    _expiry_fields(value, request, defaults["reviewer_group"], now, groups)
-                )
-                if (interrupt_id, request.position) not in existing:
-                    created.append(
-                        HumanInterrupt(
-                            thread=thread,
-                            interrupt_id=interrupt_id,
-                            position=request.position,
-                            **defaults,
-                        )
-                    )
-        HumanInterrupt.objects.bulk_create(created)
-        run.status = Run.Status.INTERRUPTED if interrupts else Run.Status.SUCCESS
-        run.result = result
-        run.finished_at = now
-        run.lease_owner = ""
-        run.lease_expires_at = None
-        run.save(
-            update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"]
-        )
-        thread.status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
-        thread.save(update_fields=["status", "updated_at"])
-        audit.audit_bulk(
-            [
-                *(
-                    audit.audit_event(
-                        kind=audit.Kind.INTERRUPT_CREATED,
-                        thread=thread,
-                        run=run,
-                        interrupt=row,
-                        data=audit.interrupt_summary(row),
-                    )
-                    for row in created
-                ),
-                audit.audit_event(
-                    kind=audit.Kind.RUN_FINISHED,
-                    thread=thread,
-                    run=run,
-                    data={
-                        "status": run.status,
-                        "interrupts": len(created),
-                        "attempt": run.attempts,
-                    },
-                ),
-            ]
-        )
-        for row in created:
-            transaction.on_commit(
-                lambda row=row: events.publish_interrupt_changed(
-                    thread_id=row.thread_id,
-                    interrupt_id=row.pk,
-                    reviewer_group_id=row.reviewer_group_id,
-                    status="pending",
-                )
-            )
-        events.emit_run_ended(run)
-        _announce_thread(thread)
-    return run
-
-
-@retry_transient
-def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
-    """Record a failed run; the thread shows the error until a new run starts."""
-    with transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id)
-        if (
-            thread is None
-            or run is None
-            or run.status in Run.TERMINAL
-            or (run.lease_owner and run.lease_owner != worker)
-        ):
-            return None
-        run.status = Run.Status.ERROR
-        run.error = error[:10_000]
-        run.finished_at = timezone.now()
-        run.lease_owner = ""
-        run.lease_expires_at = None
-        run.save(
-            update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
-        )
-        audit.audit_record(
-            kind=audit.Kind.RUN_FAILED,
-            thread=run.thread_id,
-            run=run,
-            data={"error": audit.error_summary(error), "attempt": run.attempts},
-        )
-        thread.status = Thread.Status.ERROR
-        thread.save(update_fields=["status", "updated_at"])
-        events.emit_run_ended(run)
-        _announce_thread(thread)
-    return run
-
-
 __all__ = [
     "Conflict",
     "check_storable",
@@ -761,11 +471,6 @@ __all__ = [
     "interrupt_release_due",
     "interrupt_resolve",
     "interrupt_undo",
-    "run_claim",
-    "run_fail",
-    "run_finish",
-    "run_heartbeat",
-    "run_release",
     "run_start",
     "thread_cancel",
 ]

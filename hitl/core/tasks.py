@@ -20,7 +20,7 @@ from agents.checkpoint import get_checkpointer
 from agents.ledger import LEDGER_KEY
 from agents.paths import FILES_KEY
 from hitl import logcontext
-from hitl.core import artifacts, events, services
+from hitl.core import artifacts, events, runs, services
 from hitl.core import stream as agui
 from hitl.core.errors import is_transient
 from hitl.core.files import thread_files
@@ -101,10 +101,10 @@ class _Heartbeat(threading.Thread):
             while not self.stop_event.wait(self.CHECK_INTERVAL):
                 try:
                     if time.monotonic() - last_renewal >= renew_every:
-                        current = services.run_heartbeat(run_id=self.run_id, worker=self.worker)
+                        current = runs.run_heartbeat(run_id=self.run_id, worker=self.worker)
                         last_renewal = time.monotonic()
                     else:
-                        current = services.run_is_current(run_id=self.run_id, worker=self.worker)
+                        current = runs.run_is_current(run_id=self.run_id, worker=self.worker)
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
@@ -128,7 +128,7 @@ TRANSIENT_RETRY_SECONDS = 1.0
 def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     """Run or continue one run. Returns (outcome, retry_after_seconds)."""
     try:
-        run, retry_after = services.run_claim(run_id=run_id, worker=worker)
+        run, retry_after = runs.run_claim(run_id=run_id, worker=worker)
     except Exception as exc:
         if not is_transient(exc):
             raise
@@ -183,7 +183,7 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         result = None if interrupts else jsonable(state.values)
         # Before run_finish: once the thread shows the pause or the end, its files are there.
         artifacts.run_outputs_record(run_id=run.pk, values=jsonable(state.values))
-        finished = services.run_finish(
+        finished = runs.run_finish(
             run_id=run.pk, worker=worker, interrupts=interrupts, result=result, thread_id=thread.pk
         )
         if finished is None:
@@ -201,12 +201,10 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
             log.warning("run %s met a transient fault (%s); it will be retried", run.pk, exc)
             connection.close()
             with contextlib.suppress(Exception):
-                services.run_release(run_id=run.pk, worker=worker)
+                runs.run_release(run_id=run.pk, worker=worker)
             return "retry", TRANSIENT_RETRY_SECONDS
         log.exception("run %s failed", run.pk)
-        services.run_fail(
-            run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc))
-        )
+        runs.run_fail(run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc)))
         events.publish_thread_event(thread.pk, agui.run_error(str(exc)))
         return "error", 0.0
     finally:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents import contract
 from hitl.core import audit, events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
+from hitl.core.runs import _lock_thread_and_run
 from hitl.core.services import (
     Conflict,
     Forbidden,
@@ -27,7 +28,6 @@ from hitl.core.services import (
     NotFound,
     _announce_thread,
     _enqueue,
-    _lock_thread_and_run,
     _request_of,
     _resume_when_answered,
 )

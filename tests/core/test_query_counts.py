@@ -11,7 +11,7 @@ import pytest
 
 from hitl.api.langgraph import serializers
 from hitl.api.langgraph import services as lg_services
-from hitl.core import services
+from hitl.core import runs, services
 from hitl.core.models import HumanInterrupt, Run, Thread
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def test_claiming_a_run_stays_lean(requester, idle_thread, django_assert_max_num
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
     with django_assert_max_num_queries(5):
-        claimed, _ = services.run_claim(run_id=run.pk, worker="w1")
+        claimed, _ = runs.run_claim(run_id=run.pk, worker="w1")
     assert claimed is not None and claimed.status == "running"
 
 

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test import Client
 
-from hitl.core import services
+from hitl.core import runs, services
 from hitl.core.models import ApiToken, HumanInterrupt, Run, Thread
 from tests.conftest import wait_for
 
@@ -116,13 +116,13 @@ def test_run_finish_waits_for_a_cancel_instead_of_deadlocking(
     import psycopg
 
     run = services.run_start(graph="approval", input={}, user=requester)
-    claimed, _ = services.run_claim(run_id=run.pk, worker="w")
+    claimed, _ = runs.run_claim(run_id=run.pk, worker="w")
     assert claimed is not None
     outcome: dict = {}
 
     def finish() -> None:
         try:
-            outcome["run"] = services.run_finish(
+            outcome["run"] = runs.run_finish(
                 run_id=run.pk, worker="w", interrupts=[], result={"done": True}
             )
         except Exception as exc:  # the failure under test: DeadlockDetected

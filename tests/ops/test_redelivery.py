@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from agents.registry import import_target, with_checkpointer
-from hitl.core import services, tasks
+from hitl.core import runs, services, tasks
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 
@@ -42,7 +42,7 @@ def dying_copy(saver, *, step: int):
 def first_attempt_dies(run: Run, *, step: int) -> None:
     """What the killed worker did: claim, stream until checkpoint `step` would be
     saved, die, and leave its lease to expire."""
-    claimed, _ = services.run_claim(run_id=run.pk, worker="doomed:1")
+    claimed, _ = runs.run_claim(run_id=run.pk, worker="doomed:1")
     assert claimed is not None
     graph = with_checkpointer(
         import_target(registry.targets[run.thread.graph]),

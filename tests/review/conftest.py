@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from hitl.core import services
+from hitl.core import runs, services
 
 WORKER = "ui-tests"
 
@@ -25,9 +25,9 @@ def open_interrupts(
     """A thread paused on the given interrupt values (no graph runs: the run is recorded
     as if a worker had streamed it), returning (thread, rows in creation order)."""
     run = services.run_start(graph=graph, input={}, user=user, title=title or graph)
-    services.run_claim(run_id=run.pk, worker=WORKER)
+    runs.run_claim(run_id=run.pk, worker=WORKER)
     schemas = schemas or [None] * len(values)
-    services.run_finish(
+    runs.run_finish(
         run_id=run.pk,
         worker=WORKER,
         interrupts=[(uuid.uuid4().hex, v, s) for v, s in zip(values, schemas, strict=True)],

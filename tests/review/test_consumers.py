@@ -11,7 +11,7 @@ from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from hitl.core import services
+from hitl.core import runs, services
 from hitl.review import consumers
 from tests.review.conftest import dangerous_markup, human_interrupt, open_interrupts
 
@@ -187,8 +187,8 @@ def test_thread_page_socket_gets_cards_sections_and_stream(reviewer, requester):
         streamed = await next_of(rita, "thread.event")
         assert streamed["event"]["delta"] == "Hi"
         run = await sync_to_async(lambda: thread.runs.get(kind="resume"))()
-        await sync_to_async(services.run_claim)(run_id=run.pk, worker="t")
-        await sync_to_async(services.run_finish)(
+        await sync_to_async(runs.run_claim)(run_id=run.pk, worker="t")
+        await sync_to_async(runs.run_finish)(
             run_id=run.pk,
             worker="t",
             interrupts=[("second", human_interrupt("follow_up", description="<b>x</b>"), None)],

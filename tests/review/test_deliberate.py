@@ -6,7 +6,7 @@ import traceback
 
 import pytest
 
-from hitl.core import services
+from hitl.core import runs, services
 from hitl.core.errors import error_headline
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
 from tests.conftest import wait_for
@@ -123,8 +123,8 @@ def test_error_headline_is_the_exception_type_and_message_without_paths():
 
 def _failed_run(requester) -> Run:
     run = services.run_start(graph="approval", input={}, user=requester, title="Failing")
-    services.run_claim(run_id=run.pk, worker="w")
-    services.run_fail(run_id=run.pk, worker="w", error=_traceback())
+    runs.run_claim(run_id=run.pk, worker="w")
+    runs.run_fail(run_id=run.pk, worker="w", error=_traceback())
     return run
 
 

@@ -19,13 +19,26 @@ from typing import Any, Literal
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import Field, NinjaAPI, Query, Schema
+from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import serializers, state
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.resume import check_storable
+from hitl.api.langgraph.schemas import (
+    MAX_OFFSET,
+    AssistantSearchIn,
+    CheckpointIn,
+    HistoryIn,
+    RunCreateIn,
+    StateCheckpointIn,
+    StateUpdateIn,
+    ThreadCountIn,
+    ThreadCreateIn,
+    ThreadPatchIn,
+    ThreadSearchIn,
+)
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import services
@@ -67,104 +80,6 @@ install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 def _wait_seconds(requested: float | None = None) -> float:
     limit = settings.HITL_API_WAIT_SECONDS
     return limit if requested is None else max(0.0, min(requested, limit))
-
-
-# --- schemas --------------------------------------------------------------------
-
-SortOrder = Literal["asc", "desc"]
-MAX_OFFSET = 1_000_000_000  # beyond it SQL OFFSET arithmetic would overflow
-StreamModes = list[Literal[STREAM_MODES]] | Literal[STREAM_MODES] | None  # type: ignore[valid-type]
-
-
-class AssistantSearchIn(Schema):
-    graph_id: str | None = None
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0, le=MAX_OFFSET)
-    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
-    sort_order: SortOrder | None = None
-
-
-class ThreadCreateIn(Schema):
-    thread_id: uuid.UUID | None = None
-    metadata: dict[str, Any] | None = None
-    if_exists: Literal["raise", "do_nothing"] = "raise"
-    graph_id: str | None = None
-
-
-class ThreadPatchIn(Schema):
-    metadata: dict[str, Any] = {}
-
-
-class ThreadSearchIn(Schema):
-    ids: list[uuid.UUID] | None = Field(None, max_length=1000)
-    metadata: dict[str, Any] | None = None
-    values: dict[str, Any] | None = None
-    status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0, le=MAX_OFFSET)
-    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
-    sort_order: SortOrder | None = None
-
-
-class ThreadCountIn(Schema):
-    metadata: dict[str, Any] | None = None
-    status: Literal["idle", "busy", "interrupted", "error"] | None = None
-
-
-class CheckpointIn(Schema):
-    checkpoint_id: str | None = None
-    checkpoint_ns: str = ""
-
-
-class StateCheckpointIn(Schema):
-    checkpoint: CheckpointIn
-    subgraphs: bool = False
-
-
-class StateUpdateIn(Schema):
-    values: Any = None
-    as_node: str | None = None
-    checkpoint_id: str | None = None
-    checkpoint: CheckpointIn | None = None
-
-
-class HistoryIn(Schema):
-    limit: int = Field(10, ge=1, le=1000)
-    before: str | CheckpointIn | None = None
-    metadata: dict[str, Any] | None = None
-    checkpoint: CheckpointIn | None = None
-
-
-class CommandIn(Schema):
-    resume: Any = None
-    update: Any = None
-    goto: Any = None
-
-
-class RunCreateIn(Schema):
-    assistant_id: str
-    input: Any = None
-    command: CommandIn | None = None
-    metadata: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    webhook: str | None = Field(None, max_length=500)
-    stream_mode: StreamModes = None
-    stream_subgraphs: bool = False
-    stream_resumable: bool = False
-    multitask_strategy: Literal["reject"] | None = None
-    if_not_exists: Literal["create", "reject"] | None = None
-    on_disconnect: Literal["cancel", "continue"] | None = None
-    on_completion: Literal["delete", "keep"] | None = None
-    durability: Literal["sync", "async", "exit"] | None = None
-    interrupt_before: Any = None
-    interrupt_after: Any = None
-    checkpoint: Any = None
-    checkpoint_id: str | None = None
-    after_seconds: int | None = None
-    feedback_keys: list[str] | None = None
 
 
 # --- helpers --------------------------------------------------------------------
