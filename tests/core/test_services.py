@@ -512,3 +512,12 @@ def test_a_finished_run_is_skipped(start, manual_runs):
     run = thread.runs.get()
     assert manual_runs(run) == "skipped"
     assert HumanInterrupt.objects.filter(thread=thread).count() == 1
+
+
+def test_a_queued_run_is_stamped_dispatched_in_its_own_transaction(requester):
+    # The send after commit then costs no write; a failed send clears the stamp
+    # (tests/ops/test_processes.py covers that with Redis down).
+    before = timezone.now()
+    run = services.run_start(graph="demo", input={}, user=requester)
+    stamped = Run.objects.get(pk=run.pk).dispatched_at
+    assert stamped is not None and stamped >= before
