@@ -5,12 +5,18 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
+import django  # noqa: E402
+
+django.setup(set_prefix=False)
+
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
+
+from hitl.middleware import ASGIHandler  # noqa: E402
 
 # Static files are served at the ASGI layer, so every middleware stays async-capable
-# and async views (long-polls, streams) never block a thread.
-django_asgi = ASGIStaticFilesHandler(get_asgi_application())
+# and async views (long-polls, streams) never block a thread. Django's own middleware
+# runs without a thread hop per method (hitl/middleware.py).
+django_asgi = ASGIStaticFilesHandler(ASGIHandler())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
