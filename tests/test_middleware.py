@@ -14,8 +14,8 @@ import pytest
 from asgiref.sync import SyncToAsync
 from asgiref.testing import ApplicationCommunicator
 from django.conf import settings
-from django.test import override_settings
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
+from django.test import override_settings
 
 from hitl.middleware import INLINE, ASGIHandler
 

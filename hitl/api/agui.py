@@ -190,7 +190,7 @@ def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) ->
     """Start or resume the run an AG-UI input asks for (one transaction)."""
     lg_resume.check_storable([body.thread_id, body.run_id], "threadId and runId")
     with transaction.atomic():
-        thread = Thread.objects.filter(pk=thread_id).first()
+        thread = Thread.objects.filter(pk=thread_id).one_or_none()
         if thread is not None:
             if not user_can_view_thread(user, thread):
                 raise services.NotFound(f"Thread {body.thread_id} not found.")

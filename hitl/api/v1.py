@@ -175,7 +175,7 @@ def thread_json(thread: Thread, *, with_details: bool = True) -> dict[str, Any]:
 
 
 def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
-    thread = Thread.objects.filter(pk=thread_id).first()
+    thread = Thread.objects.filter(pk=thread_id).one_or_none()
     if thread is None or not user_can_view_thread(request.user, thread):
         raise services.NotFound("No such thread.")
     return thread
@@ -276,7 +276,7 @@ def thread_file_download(request, thread_id: uuid.UUID, path: str):
 
 @api.get("/runs/{run_id}", response={200: dict, 404: Error})
 def run_detail(request, run_id: uuid.UUID):
-    run = Run.objects.select_related("thread").filter(pk=run_id).first()
+    run = Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
     if run is None or not user_can_view_thread(request.user, run.thread):
         raise services.NotFound("No such run.")
     return run_json(run)

@@ -53,7 +53,7 @@ def run_outputs_record(*, run_id: Any, values: dict[str, Any] | None) -> list[Ar
     values = values or {}
     if not values.get("artifacts") and not values.get("final_result"):
         return []  # most graphs have neither: no queries
-    run = Run.objects.select_related("thread").filter(pk=run_id).first()
+    run = Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
     if run is None:
         return []
     thread = run.thread

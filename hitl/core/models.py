@@ -8,7 +8,22 @@ from django.db import models
 from django.db.models import Q
 
 
-class ThreadQuerySet(models.QuerySet):
+class QuerySet(models.QuerySet):
+    def one_or_none(self):
+        """The row of a query narrowed to at most one by a unique key, or None.
+
+        `.first()` adds ORDER BY pk, and compiling that costs about as much as the rest
+        of such a query (Django hashes each ordering expression's signature).
+        """
+        return next(iter(self[:1]), None)
+
+    async def aone_or_none(self):
+        async for row in self[:1]:
+            return row
+        return None
+
+
+class ThreadQuerySet(QuerySet):
     def for_requester(self, user):
         return self.filter(requester=user)
 
@@ -58,7 +73,7 @@ class Thread(models.Model):
         return self.title or str(self.id)
 
 
-class RunQuerySet(models.QuerySet):
+class RunQuerySet(QuerySet):
     def active(self):
         return self.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
 
@@ -129,7 +144,7 @@ class ExpiryPolicy(models.TextChoices):
     ESCALATE = "escalate", "escalate"
 
 
-class HumanInterruptQuerySet(models.QuerySet):
+class HumanInterruptQuerySet(QuerySet):
     def pending(self):
         return self.filter(status=HumanInterrupt.Status.PENDING)
 

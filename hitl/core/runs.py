@@ -33,7 +33,9 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
     nothing to do, or (None, seconds) when another worker holds a live lease."""
     now = timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().select_related("thread").filter(pk=run_id).first()
+        run = (
+            Run.objects.select_for_update().select_related("thread").filter(pk=run_id).one_or_none()
+        )
         if run is None or run.status in Run.TERMINAL:
             return None, 0.0
         if (
@@ -161,10 +163,10 @@ def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | N
     with the opposite order a finishing run and a cancel deadlock each other.
     """
     if thread_id is None:
-        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).first()
+        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).one_or_none()
         if thread_id is None:
             return None, None
-    thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+    thread = Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
     run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).first()
     return thread, run
 

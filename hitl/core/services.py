@@ -303,7 +303,9 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
     except ValueError:
         raise NotFound("No such interrupt.") from None
     thread_id = (
-        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .values_list("thread_id", flat=True)
+        .one_or_none()
     )
     if thread_id is None:
         raise NotFound("No such interrupt.")
@@ -361,7 +363,9 @@ def interrupt_release(*, interrupt_id: Any, now=None) -> Run | None:
     """End a decision's grace period once it has passed; resume the thread if it is ready."""
     now = now or timezone.now()
     thread_id = (
-        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .values_list("thread_id", flat=True)
+        .one_or_none()
     )
     if thread_id is None:
         return None

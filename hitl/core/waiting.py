@@ -221,7 +221,7 @@ def is_run_end(message: dict[str, Any]) -> bool:
 
 
 async def fetch_run(run_id: Any) -> Run | None:
-    return await Run.objects.select_related("thread").filter(pk=run_id).afirst()
+    return await Run.objects.select_related("thread").filter(pk=run_id).aone_or_none()
 
 
 UNREAD = object()
@@ -325,7 +325,9 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
         while True:
             status = await _read(
                 lambda: (
-                    Thread.objects.filter(pk=thread_id).values_list("status", flat=True).afirst()
+                    Thread.objects.filter(pk=thread_id)
+                    .values_list("status", flat=True)
+                    .aone_or_none()
                 )
             )
             remaining = deadline - time.monotonic()

@@ -119,7 +119,7 @@ def run_requeue(*, run_id: Any, now: datetime | None = None) -> Run | None:
     """
     now = now or timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        run = Run.objects.select_for_update().filter(pk=run_id).one_or_none()
         if (
             run is None
             or run.status != Run.Status.RUNNING
@@ -152,7 +152,7 @@ def run_requeue(*, run_id: Any, now: datetime | None = None) -> Run | None:
 def run_redispatch(*, run_id: Any, stale_before: datetime) -> bool:
     """Send a queued run to the broker again when its message was never sent or was lost."""
     with transaction.atomic():
-        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).one_or_none()
         if run is None or run.status != Run.Status.QUEUED:
             return False
         if run.dispatched_at is not None and run.dispatched_at > stale_before:
@@ -182,7 +182,9 @@ def _lock_pending(interrupt_id: Any) -> tuple[Thread, HumanInterrupt]:
     """Lock the thread, then the interrupt (the order interrupt_resolve uses)."""
     interrupt_id = _uuid(interrupt_id, "interrupt")
     thread_id = (
-        HumanInterrupt.objects.filter(pk=interrupt_id).values_list("thread_id", flat=True).first()
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .values_list("thread_id", flat=True)
+        .one_or_none()
     )
     if thread_id is None:
         raise NotFound("No such interrupt.")

@@ -276,7 +276,9 @@ def render_thread_row(thread_id: str) -> str | None:
     from hitl.review import fragments as partials
 
     thread = (
-        Thread.objects.select_related("reviewer_group", "requester").filter(pk=thread_id).first()
+        Thread.objects.select_related("reviewer_group", "requester")
+        .filter(pk=thread_id)
+        .one_or_none()
     )
     return partials.inbox_thread_row(thread) if thread else None
 

@@ -111,7 +111,9 @@ def thread_new(request):
 
 def _thread_or_404(request, thread_id) -> Thread:
     thread = (
-        Thread.objects.filter(pk=thread_id).select_related("requester", "reviewer_group").first()
+        Thread.objects.filter(pk=thread_id)
+        .select_related("requester", "reviewer_group")
+        .one_or_none()
     )
     if thread is None or not user_can_view_thread(request.user, thread):
         raise Http404("No such thread.")

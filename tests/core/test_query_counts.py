@@ -106,3 +106,21 @@ def test_resuming_through_the_langgraph_api_stays_lean(
     ]
     assert sum("\"status\" = 'pending'" in sql for sql in reads) == 1  # pending rows, once
     assert not any("NOT (" in sql for sql in reads)  # no look for answered ones
+
+
+def test_lookups_by_primary_key_compile_no_order_by(
+    requester, idle_thread, django_assert_max_num_queries
+):
+    # `.first()` would add ORDER BY pk, whose compilation costs as much as the query.
+    from hitl.api.langgraph.api import _read_finished
+
+    run = lg_services.run_create(
+        user=requester, assistant_id="approval", thread=idle_thread, input={}
+    )
+    with django_assert_max_num_queries(7) as captured:
+        claimed, _ = runs.run_claim(run_id=run.pk, worker="w1")
+        read = _read_finished(run.pk)
+    assert claimed.pk == read.pk == run.pk
+    selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
+    assert selects and not any("ORDER BY" in sql for sql in selects), selects
+    assert Run.objects.filter(pk=idle_thread.pk).one_or_none() is None

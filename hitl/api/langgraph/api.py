@@ -86,7 +86,7 @@ def _wait_seconds(requested: float | None = None) -> float:
 
 
 def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
-    thread = Thread.objects.filter(pk=thread_id).first()
+    thread = Thread.objects.filter(pk=thread_id).one_or_none()
     if thread is None or not user_can_view_thread(request.user, thread):
         raise services.NotFound(f"Thread {thread_id} not found.")
     return thread
@@ -111,7 +111,7 @@ def _create_run(
     new_thread_id = thread_id if stateless else None
     if not stateless:
         assert thread_id is not None
-        thread = Thread.objects.filter(pk=thread_id).first()
+        thread = Thread.objects.filter(pk=thread_id).one_or_none()
         if thread is None and body.if_not_exists == "create":
             new_thread_id = thread_id
         elif thread is None or not user_can_view_thread(request.user, thread):
@@ -172,7 +172,7 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
 
 def _read_finished(run_id) -> Run | None:
     """The run, with its wait answer prepared once it is terminal (one hop for both)."""
-    run = Run.objects.select_related("thread").filter(pk=run_id).first()
+    run = Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
     if run is not None and run.status in Run.TERMINAL:
         run.wait_output = serializers.run_output(run)
     return run

@@ -57,7 +57,7 @@ def thread_create(
     if graph is not None and graph not in registry.targets:
         graph = graph_for_assistant(graph)
     if thread_id is not None:
-        existing = Thread.objects.filter(pk=thread_id).first()
+        existing = Thread.objects.filter(pk=thread_id).one_or_none()
         if existing is not None:
             if if_exists == "do_nothing" and user_can_view_thread(user, existing):
                 return existing
