@@ -167,7 +167,7 @@ def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | N
         if thread_id is None:
             return None, None
     thread = Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
-    run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).first()
+    run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).one_or_none()
     return thread, run
 
 

@@ -220,7 +220,7 @@ def interrupt_resolve(
         thread_id = (
             HumanInterrupt.objects.filter(pk=interrupt_id)
             .values_list("thread_id", flat=True)
-            .first()
+            .one_or_none()
         )
     if thread_id is None:
         raise NotFound("No such interrupt.")
@@ -232,7 +232,7 @@ def interrupt_resolve(
             HumanInterrupt.objects.select_for_update(of=("self",))
             .select_related("responded_by", "reviewer_group", "run")
             .filter(pk=interrupt_id, thread_id=thread_id)
-            .first()
+            .one_or_none()
         )
         if row is None:
             raise NotFound("No such interrupt.")

@@ -94,7 +94,7 @@ def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
 
 def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> Run:
     thread = _thread_for(request, thread_id)
-    run = Run.objects.select_related("thread").filter(pk=run_id, thread=thread).first()
+    run = Run.objects.select_related("thread").filter(pk=run_id, thread=thread).one_or_none()
     if run is None:
         raise services.NotFound(f"Run {run_id} not found.")
     return run
