@@ -10,7 +10,13 @@ class CoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
         from hitl import logcontext
+        from hitl.core.audit_guard import install_sqlite_function
+
+        # SQLite's audit triggers ask this function whether maintenance may delete rows.
+        connection_created.connect(install_sqlite_function, dispatch_uid="hitl-audit-guard")
 
         # Carries request/thread/run ids from the web process into worker log lines.
         logcontext.connect_celery_signals()

@@ -21,7 +21,7 @@ from django.http import FileResponse
 from agents.paths import BaseThreadFiles, FileAccessError, FileMissing, VirtualPath, parse_virtual
 from hitl.core import events, services
 from hitl.core.models import Thread
-from hitl.core.selectors import user_can_view_thread
+from hitl.core.selectors import user_can_run_thread, user_can_view_thread
 
 _UNSAFE_NAME = re.compile(r"[^\w.\- ()+]")
 # Shown in the browser when asked to; everything else (HTML, SVG, ...) is an attachment.
@@ -149,8 +149,11 @@ def thread_file_upload(*, thread: Thread, user, name: str, content) -> dict[str,
     """Store a requester's file in the thread's uploads; returns its virtual path."""
     if not user_can_view_thread(user, thread):
         raise services.NotFound("No such thread.")
-    if not (user.is_staff or thread.requester_id == user.pk):
-        raise services.Forbidden("Only the thread's requester can upload files to it.")
+    if not user_can_run_thread(user, thread):
+        raise services.Forbidden(
+            "Only the thread's requester (or a user with the hitl.run_any_thread "
+            "permission) can upload files to it."
+        )
     limit = settings.HITL_MAX_UPLOAD_BYTES
     size = getattr(content, "size", None)
     if size is not None and size > limit:

@@ -66,8 +66,14 @@ class Thread(models.Model):
             # all threads, newest first (keyset pagination)
             models.Index(fields=["-updated_at", "id"], name="thread_updated"),
         ]
-        # Starting a run on a thread is the requester's; anyone else needs this.
-        permissions = [("run_any_thread", "Can start runs on threads requested by others")]
+        # Acting on a thread for its requester (start a run, upload a file, change its
+        # metadata) is the requester's; anyone else needs this.
+        permissions = [
+            (
+                "run_any_thread",
+                "Can start runs on, upload files to and change threads requested by others",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)

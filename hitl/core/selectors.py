@@ -38,7 +38,8 @@ def user_can_review(user, interrupt: HumanInterrupt) -> bool:
 def user_can_view_thread(user, thread: Thread) -> bool:
     if not user.is_authenticated:
         return False
-    if thread.requester_id == user.pk or user_can_review_all(user) or user.is_staff:
+    # is_staff alone grants nothing here: seeing every thread is hitl.review_all.
+    if thread.requester_id == user.pk or user_can_review_all(user):
         return True
     groups = user_group_ids(user)
     if not groups:
@@ -51,15 +52,26 @@ def user_can_view_thread(user, thread: Thread) -> bool:
 def user_can_run_thread(user, thread: Thread) -> bool:
     """Start a new run on an existing thread: its requester, or an explicit permission.
 
-    Viewing a thread (reviewers, staff) is not enough: a run acts with the thread's files
-    and history on the requester's behalf.
+    Viewing a thread (reviewers, review_all) is not enough: a run acts with the thread's
+    files and history on the requester's behalf. The same rule covers uploading into the
+    thread and changing its metadata, which prepare such a run.
     """
     return thread.requester_id == user.pk or user.has_perm("hitl.run_any_thread")
 
 
+def user_can_cancel_thread(user, thread: Thread) -> bool:
+    """Its requester, a reviewer of every group, or whoever may change threads in admin
+    (whose cancel action is the same service)."""
+    return (
+        thread.requester_id == user.pk
+        or user_can_review_all(user)
+        or user.has_perm("hitl.change_thread")
+    )
+
+
 def thread_list_for_user(user) -> QuerySet[Thread]:
     qs = Thread.objects.select_related("requester", "reviewer_group")
-    if user_can_review_all(user) or user.is_staff:
+    if user_can_review_all(user):
         return qs
     groups = user_group_ids(user)
     return qs.filter(

@@ -19,6 +19,7 @@ from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.retry import retry_transient
 from hitl.core.selectors import (
+    user_can_cancel_thread,
     user_can_review,
     user_can_run_thread,
     user_can_view_thread,
@@ -135,10 +136,11 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
     """Cancel pending interrupts and in-flight runs; a running run stops at its next step."""
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        if not (
-            user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")
-        ):
-            raise Forbidden("Only the requester or an admin can cancel this thread.")
+        if not user_can_cancel_thread(user, thread):
+            raise Forbidden(
+                "Only the thread's requester (or a user with the hitl.review_all or "
+                "hitl.change_thread permission) can cancel it."
+            )
         now = timezone.now()
         pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
         active = list(thread.runs.active().values_list("pk", "status"))

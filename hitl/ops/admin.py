@@ -168,7 +168,10 @@ class ThreadAdmin(UuidSearchMixin, admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # threads start through the app or the API (services.run_start)
 
-    @admin.action(description="Cancel selected threads (pending interrupts, running runs)")
+    @admin.action(
+        description="Cancel selected threads (pending interrupts, running runs)",
+        permissions=["change"],
+    )
     def cancel_threads(self, request, queryset):
         done, failed = 0, []
         for thread in queryset:
@@ -207,7 +210,9 @@ class RunAdmin(UuidSearchMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # a run's interrupts and the checkpoint history depend on it
 
-    @admin.action(description="Retry selected failed runs from their last checkpoint")
+    @admin.action(
+        description="Retry selected failed runs from their last checkpoint", permissions=["change"]
+    )
     def retry_runs(self, request, queryset):
         done, failed = 0, []
         for pk in queryset.values_list("pk", flat=True):
@@ -267,7 +272,10 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Expire selected pending interrupts (apply their expiry policy)")
+    @admin.action(
+        description="Expire selected pending interrupts (apply their expiry policy)",
+        permissions=["change"],
+    )
     def expire_interrupts(self, request, queryset):
         done, failed = 0, []
         for pk in queryset.values_list("pk", flat=True):
@@ -279,7 +287,9 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
                 done += 1
         _report(self, request, done, "interrupt expired", "interrupts expired", failed)
 
-    @admin.action(description="Reassign selected pending interrupts to another group")
+    @admin.action(
+        description="Reassign selected pending interrupts to another group", permissions=["change"]
+    )
     def reassign_interrupts(self, request, queryset):
         form = ReassignForm(request.POST if "apply" in request.POST else None)
         if "apply" in request.POST and form.is_valid():

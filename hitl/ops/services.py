@@ -37,10 +37,11 @@ log = logging.getLogger(__name__)
 DEFAULT_EXPIRY_MESSAGE = "No reviewer answered before the deadline."
 
 
-def _require_operator(user) -> None:
-    # None is the system (periodic sweeps); people need staff status.
-    if user is not None and not (user.is_authenticated and user.is_staff):
-        raise Forbidden("Only admins can do this.")
+def _require_operator(user, perm: str) -> None:
+    # None is the system (periodic sweeps). People need the model's change permission,
+    # the one admin asks for these actions; staff status alone grants nothing.
+    if user is not None and not (user.is_authenticated and user.has_perm(perm)):
+        raise Forbidden(f"Only admins with the {perm} permission can do this.")
 
 
 def _uuid(value: Any, what: str) -> uuid.UUID:
@@ -59,7 +60,7 @@ def run_retry(*, run_id: Any, user) -> Run:
     The same run row is queued again: the executor recognises its own checkpoints
     (metadata hitl_run_id) and continues from the last one instead of starting over.
     """
-    _require_operator(user)
+    _require_operator(user, "hitl.change_run")
     run_id = _uuid(run_id, "run")
     with transaction.atomic():
         thread, run = _lock_thread_and_run(run_id)
@@ -210,7 +211,7 @@ def interrupt_reassign(
     *, interrupt_id: Any, group: Group, user, reason: str = ""
 ) -> HumanInterrupt:
     """Route a pending interrupt to another reviewer group."""
-    _require_operator(user)
+    _require_operator(user, "hitl.change_humaninterrupt")
     if group is None:
         raise Invalid("Choose a reviewer group.")
     with transaction.atomic():
@@ -351,7 +352,7 @@ def interrupt_expire(
 
     The system calls it when expires_at passes; an admin may call it any time.
     """
-    _require_operator(user)
+    _require_operator(user, "hitl.change_humaninterrupt")
     now = now or timezone.now()
     with transaction.atomic():
         thread, row = _lock_pending(interrupt_id)

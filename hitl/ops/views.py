@@ -417,8 +417,12 @@ def _latency_chart(since, limit: int = 20_000) -> dict[str, Any]:
 @require_GET
 def analytics(request):
     """Decisions by type per group and graph; time to decision p50/p95 per group."""
-    if not (request.user.is_staff or user_can_review_all(request.user)):
-        raise PermissionDenied("Analytics are for admins and reviewers of every group.")
+    # Aggregates over every group's interrupts: for whoever may see all of them anyway,
+    # in the inbox (review_all) or in admin (view_humaninterrupt). is_staff alone is not enough.
+    if not (user_can_review_all(request.user) or request.user.has_perm("hitl.view_humaninterrupt")):
+        raise PermissionDenied(
+            "Analytics need the hitl.review_all or hitl.view_humaninterrupt permission."
+        )
     try:
         days = min(max(int(request.GET.get("days", 30)), 1), 365)
     except ValueError:

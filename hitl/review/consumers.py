@@ -99,11 +99,10 @@ def _interrupt_message(message: dict[str, Any]) -> InterruptMessage:
 class Principal:
     active: bool
     review_all: bool
-    staff: bool
     group_ids: frozenset[int]
 
 
-NOBODY = Principal(active=False, review_all=False, staff=False, group_ids=frozenset())
+NOBODY = Principal(active=False, review_all=False, group_ids=frozenset())
 
 
 def load_principals(user_ids: list[int]) -> dict[int, Principal]:
@@ -111,9 +110,7 @@ def load_principals(user_ids: list[int]) -> dict[int, Principal]:
     User = get_user_model()
     users = {
         row["pk"]: row
-        for row in User.objects.filter(pk__in=user_ids).values(
-            "pk", "is_active", "is_superuser", "is_staff"
-        )
+        for row in User.objects.filter(pk__in=user_ids).values("pk", "is_active", "is_superuser")
     }
     groups: dict[int, set[int]] = {pk: set() for pk in users}
     for user_id, group_id in User.groups.through.objects.filter(user_id__in=users).values_list(
@@ -132,7 +129,6 @@ def load_principals(user_ids: list[int]) -> dict[int, Principal]:
         result[pk] = Principal(
             active=bool(row["is_active"]),
             review_all=review_all,
-            staff=bool(row["is_staff"]),
             group_ids=frozenset(groups[pk]),
         )
     return result
@@ -441,7 +437,8 @@ class ThreadConsumer(_LiveConsumer):
         thread = thread.first()
         if thread is None:
             return False
-        if thread["requester_id"] == self.user_id or principal.review_all or principal.staff:
+        # The same rule as selectors.user_can_view_thread (is_staff alone grants nothing).
+        if thread["requester_id"] == self.user_id or principal.review_all:
             return True
         if thread["reviewer_group_id"] in principal.group_ids:
             return True

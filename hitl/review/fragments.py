@@ -14,7 +14,12 @@ from django.utils import timezone
 from hitl.core import events
 from hitl.core.audit import audit_for_thread
 from hitl.core.models import HumanInterrupt, Thread
-from hitl.core.selectors import thread_pending_interrupts, thread_runs, user_can_review
+from hitl.core.selectors import (
+    thread_pending_interrupts,
+    thread_runs,
+    user_can_cancel_thread,
+    user_can_review,
+)
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
@@ -162,9 +167,10 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "artifacts": thread_artifacts(thread),
         "conversation": thread_conversation(thread),
         "audit": audit_for_thread(thread, limit=200),
-        "is_staff": user.is_staff,
+        # Tracebacks are for whoever may read runs in admin, where they are shown too.
+        "show_traceback": user.has_perm("hitl.view_run"),
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
-        and (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")),
+        and user_can_cancel_thread(user, thread),
     }
 
 

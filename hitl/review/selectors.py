@@ -104,7 +104,7 @@ def threads_for(user, query: InboxQuery) -> QuerySet[Thread]:
     routed_to_groups = HumanInterrupt.objects.filter(reviewer_group_id__in=groups).values(
         "thread_id"
     )
-    if query.mine or not (user_can_review_all(user) or user.is_staff):
+    if query.mine or not user_can_review_all(user):
         # A subquery instead of a join keeps one row per thread without DISTINCT,
         # which would defeat the keyset index scan.
         qs = qs.filter(
@@ -215,7 +215,7 @@ def pending_count_for(user) -> int:
 
 
 def reviewer_groups_for_filter(user) -> list[Group]:
-    if user_can_review_all(user) or user.is_staff:
+    if user_can_review_all(user):
         return list(Group.objects.order_by("name"))
     return list(Group.objects.filter(pk__in=user_group_ids(user)).order_by("name"))
 

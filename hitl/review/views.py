@@ -222,8 +222,11 @@ def interrupt_decide(request, interrupt_id):
             return _render_thread(
                 request, row.thread, lost=(row, form.submitted()), status=exc.status_code
             )
-        # No longer pending, or not routed to this reviewer.
         messages.error(request, exc.message)
+        if isinstance(exc, services.Forbidden):
+            # Not routed to this user (a requester watching their thread): a real 403.
+            return _render_thread(request, row.thread, status=403)
+        # No longer pending.
         return redirect(thread_url)
     following = next_pending_for(request.user, row)
     next_url = (
@@ -318,6 +321,8 @@ def thread_cancel(request, thread_id):
         services.thread_cancel(thread=thread, user=request.user)
     except services.ServiceError as exc:
         messages.error(request, exc.message)
+        if isinstance(exc, services.Forbidden):
+            return _render_thread(request, thread, status=403)
     else:
         messages.success(request, "Thread cancelled.")
     return redirect("thread", thread_id=thread.pk)

@@ -1,6 +1,7 @@
 """Starting a run on an existing thread is the requester's (or needs hitl.run_any_thread):
 on every surface that starts runs (v1, /langgraph, /agui). Viewing is not enough: a
-reviewer or a bare is_staff user sees the thread but gets 403 and nothing is created.
+reviewer (of its group or, with hitl.review_all, of every group) sees the thread but gets
+403 and nothing is created.
 In-process; runs on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ def finished(requester, reviewers_group):
 
 
 @pytest.fixture
-def staff(db):
+def all_reviewer(db):
     from tests.conftest import _make_user
 
-    return _make_user("stella", is_staff=True)
+    user = _make_user("alma")
+    user.user_permissions.add(Permission.objects.get(codename="review_all"))
+    return user
 
 
 def start_run(surface: str, user, thread: Thread):
@@ -48,7 +51,7 @@ SURFACES = ["v1", "langgraph", "agui"]
 
 
 @pytest.mark.parametrize("surface", SURFACES)
-@pytest.mark.parametrize("who", ["reviewer", "staff"])
+@pytest.mark.parametrize("who", ["reviewer", "all_reviewer"])
 def test_a_viewer_cannot_start_a_run_on_someone_elses_thread(
     surface, who, finished, manual_runs, request
 ):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from django.core.management import call_command
+from django.db import connection
 from django.template.loader import render_to_string
 
 from hitl.core import services
 from hitl.core.audit import audit_for_thread, audit_record
+from hitl.core.audit_guard import audit_maintenance
 from hitl.core.models import AppendOnly, AuditEvent, HumanInterrupt, Run, Thread
 
 Kind = AuditEvent.Kind
+USING_POSTGRES = connection.vendor == "postgresql"
 
 
 def kinds(thread) -> list[str]:
@@ -167,8 +171,53 @@ def test_raw_sql_cannot_rewrite_an_audit_row(approval_thread, requester):
     assert (before.kind, before.thread_id, before.data) == (event.kind, event.thread_id, event.data)
 
 
-@pytest.mark.postgres
-def test_raw_sql_cannot_delete_an_audit_row_on_postgres(approval_thread):
+def test_raw_sql_cannot_delete_an_audit_row(approval_thread):
     count = AuditEvent.objects.count()
-    assert refused(f"DELETE FROM {AuditEvent._meta.db_table}")
+    table = AuditEvent._meta.db_table
+    event = AuditEvent.objects.filter(thread=approval_thread).first()
+    assert refused(f"DELETE FROM {table} WHERE id = %s", [event.pk])
+    assert refused(f"DELETE FROM {table}")
     assert AuditEvent.objects.count() == count
+
+
+@pytest.mark.postgres
+def test_raw_sql_cannot_truncate_the_audit_trail_on_postgres(approval_thread):
+    count = AuditEvent.objects.count()
+    # This test's own inserts leave deferred foreign-key checks that TRUNCATE refuses first.
+    raw("SET CONSTRAINTS ALL IMMEDIATE")
+    assert refused(f"TRUNCATE {AuditEvent._meta.db_table}")
+    assert refused(f"TRUNCATE {AuditEvent._meta.db_table} CASCADE")
+    assert AuditEvent.objects.count() == count
+
+
+def test_only_the_maintenance_switch_lets_the_database_empty_the_trail(approval_thread):
+    table = AuditEvent._meta.db_table
+    statement = f"TRUNCATE {table}" if USING_POSTGRES else f"DELETE FROM {table}"
+    if USING_POSTGRES:
+        raw("SET CONSTRAINTS ALL IMMEDIATE")  # see the TRUNCATE test above
+    with audit_maintenance():
+        raw(statement)
+        assert AuditEvent.objects.count() == 0
+    # Switched off again once the block ends, inside the same outer transaction.
+    audit_record(kind=Kind.THREAD_CANCELLED, thread=approval_thread)
+    assert refused(f"DELETE FROM {table}")
+    assert AuditEvent.objects.count() == 1
+
+
+def test_the_switch_is_off_again_after_a_failed_maintenance_block(approval_thread):
+    count = AuditEvent.objects.count()
+    with pytest.raises(RuntimeError), audit_maintenance():
+        raw(f"DELETE FROM {AuditEvent._meta.db_table}")
+        raise RuntimeError("maintenance went wrong")
+    assert AuditEvent.objects.count() == count  # rolled back
+    assert refused(f"DELETE FROM {AuditEvent._meta.db_table}")
+
+
+def test_manage_py_flush_still_empties_the_trail(transactional_db, requester):
+    """Django's test runner flushes between transactional tests with this very command."""
+    audit_record(kind=Kind.THREAD_CANCELLED, thread=Thread.objects.create(graph="approval"))
+    assert AuditEvent.objects.count() == 1
+    call_command("flush", interactive=False, verbosity=0)
+    assert AuditEvent.objects.count() == 0
+    audit_record(kind=Kind.THREAD_CANCELLED)
+    assert refused(f"DELETE FROM {AuditEvent._meta.db_table}")

@@ -137,7 +137,7 @@ def test_a_failed_run_shows_type_and_message_and_the_traceback_only_to_staff(
     assert "ValueError: the recipient is not an email address" in page
     assert "Traceback" not in page and "^^^^" not in page
     staff = client_for(admin_user).get(f"/threads/{run.thread_id}/").content.decode()
-    assert "Traceback (most recent call last)" in staff and "staff only" in staff
+    assert "Traceback (most recent call last)" in staff and "admins only" in staff
     failed = AuditEvent.objects.get(run_id=run.pk, kind="run.failed")
     assert failed.data["error"] == "ValueError: the recipient is not an email address"
 

@@ -8,7 +8,7 @@ import time
 from hitl.review import consumers
 from hitl.review.consumers import NOBODY, Principal, _PrincipalCache
 
-RITA = Principal(active=True, review_all=False, staff=False, group_ids=frozenset({1}))
+RITA = Principal(active=True, review_all=False, group_ids=frozenset({1}))
 
 
 def slow_loader(calls: list[list[int]], delay: float = 0.2):

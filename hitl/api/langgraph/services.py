@@ -17,7 +17,7 @@ from hitl.api.langgraph.resume import check_storable, resume_command
 from hitl.core import services
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
-from hitl.core.selectors import user_can_view_thread
+from hitl.core.selectors import user_can_run_thread, user_can_view_thread
 from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 ASSISTANT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
@@ -79,8 +79,11 @@ def thread_create(
 def thread_update(*, thread: Thread, user, metadata: Any) -> Thread:
     """Merge metadata into a thread (LangGraph PATCH semantics)."""
     metadata = _check_metadata(metadata)
-    if not (user.is_staff or thread.requester_id == user.pk):
-        raise services.Forbidden("Only the requester or an admin can change this thread.")
+    if not user_can_run_thread(user, thread):
+        raise services.Forbidden(
+            "Only the thread's requester (or a user with the hitl.run_any_thread "
+            "permission) can change it."
+        )
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
         thread.metadata = {**thread.metadata, **metadata}

@@ -1,0 +1,295 @@
+"""Every cell of README's permission table, on every HTTP surface its row names.
+
+Each case plays one role against one surface and turns the real answer into a cell:
+2xx (or a page's redirect after a successful POST) is `yes`, a redirect to a login page or
+a 401 is `login`, 403 and 404 are themselves, and a list that leaves the item out is `no`.
+A mutating case also checks the database: `yes` must have changed it, anything else must
+not. Sockets are in test_sockets.py. Runs on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from hitl.core.files import thread_files
+from hitl.core.models import HumanInterrupt, Run, Thread
+from tests.permissions.conftest import FILE_BODY, FILE_PATH, TITLE, World
+from tests.permissions.matrix import ACTIONS, CELLS, README, ROLES, expected, read_table
+
+PENDING = HumanInterrupt.Status.PENDING
+
+
+def api_cell(response) -> str:
+    code = response.status_code
+    if 200 <= code < 300:
+        return "yes"
+    if code in (401, 403, 404):
+        return "login" if code == 401 else str(code)
+    return f"HTTP {code}: {response.content[:300]!r}"
+
+
+def page_cell(response, login: str = "/login/") -> str:
+    code = response.status_code
+    if code == 302 and response["Location"].startswith(login):
+        return "login"
+    if 200 <= code < 400:
+        return "yes"
+    if code in (403, 404):
+        return str(code)
+    return f"HTTP {code}: {response.content[:300]!r}"
+
+
+def admin_cell(response) -> str:
+    return page_cell(response, login="/admin/login/")
+
+
+def changed(cell: str, did_change: bool) -> str:
+    """The cell, unless the database disagrees with it."""
+    if cell == "yes" and not did_change:
+        return "yes, but nothing changed"
+    if cell != "yes" and did_change:
+        return f"{cell}, but it changed"
+    return cell
+
+
+def listed(response, marker: str) -> str:
+    cell = api_cell(response) if "json" in response.get("Content-Type", "") else page_cell(response)
+    if cell != "yes":
+        return cell
+    return "yes" if marker in response.content.decode() else "no"
+
+
+def pending(w: World) -> bool:
+    return HumanInterrupt.objects.filter(pk=w.row.pk, status=PENDING).exists()
+
+
+def runs_on_done(w: World) -> int:
+    return Run.objects.filter(thread=w.done).count()
+
+
+# --- the surfaces of each action ---------------------------------------------------
+
+
+def start_thread_page(w: World) -> str:
+    before = Thread.objects.count()
+    form = {"graph": "approval", "title": "new", "input": "{}"}
+    return changed(page_cell(w.page.post("/threads/new/", form)), Thread.objects.count() > before)
+
+
+def start_thread_v1(w: World) -> str:
+    before = Thread.objects.count()
+    response = w.api("post", "/api/v1/threads", {"graph": "approval", "input": {}})
+    return changed(api_cell(response), Thread.objects.count() > before)
+
+
+def start_thread_langgraph(w: World) -> str:
+    before = Thread.objects.count()
+    response = w.api("post", "/langgraph/threads", {})
+    return changed(api_cell(response), Thread.objects.count() > before)
+
+
+def view_page(w: World) -> str:
+    response = w.page.get(f"/threads/{w.paused.pk}/")
+    cell = page_cell(response)
+    return cell if cell != "yes" or TITLE in response.content.decode() else "yes, but no title"
+
+
+def view_v1(w: World) -> str:
+    return api_cell(w.api("get", f"/api/v1/threads/{w.paused.pk}"))
+
+
+def view_langgraph(w: World) -> str:
+    return api_cell(w.api("get", f"/langgraph/threads/{w.paused.pk}"))
+
+
+def download_page(w: World) -> str:
+    response = w.page.get(f"/threads/{w.paused.pk}/files/{w.artifact.pk}/")
+    cell = page_cell(response)
+    if cell == "yes" and b"".join(response.streaming_content) != FILE_BODY:
+        return "yes, but not the file"
+    return cell
+
+
+def download_v1(w: World) -> str:
+    response = w.api("get", f"/api/v1/threads/{w.paused.pk}/files", {"path": FILE_PATH})
+    cell = api_cell(response)
+    if cell == "yes" and b"".join(response.streaming_content) != FILE_BODY:
+        return "yes, but not the file"
+    return cell
+
+
+def list_thread_page(w: World) -> str:
+    return listed(w.page.get("/", {"tab": "all"}), TITLE)
+
+
+def list_thread_langgraph(w: World) -> str:
+    return listed(w.api("post", "/langgraph/threads/search", {"limit": 100}), str(w.paused.pk))
+
+
+def list_interrupt_page(w: World) -> str:
+    return listed(w.page.get("/"), f'id="row-{w.row.pk}"')
+
+
+def list_interrupt_v1(w: World) -> str:
+    return listed(w.api("get", "/api/v1/interrupts"), str(w.row.pk))
+
+
+def explained(response, cell: str, reason: str) -> str:
+    """A page's 403 shows why (the thread page, with the refusal as a flash)."""
+    if cell == "403" and reason not in response.content.decode():
+        return "403, but no reason shown"
+    return cell
+
+
+def answer_page(w: World) -> str:
+    response = w.page.post(f"/interrupts/{w.row.pk}/decide/", {"type": "accept"})
+    cell = explained(response, page_cell(response), "routed to a reviewer group you are not in")
+    return changed(cell, not pending(w))
+
+
+def answer_v1(w: World) -> str:
+    response = w.api("post", f"/api/v1/interrupts/{w.row.pk}/decision", {"type": "accept"})
+    return changed(api_cell(response), not pending(w))
+
+
+def answer_langgraph(w: World) -> str:
+    body = {"assistant_id": "approval", "command": {"resume": {"type": "accept"}}}
+    response = w.api("post", f"/langgraph/threads/{w.paused.pk}/runs", body)
+    return changed(api_cell(response), not pending(w))
+
+
+def agui_input(thread: Thread, **fields) -> dict:
+    return {"threadId": str(thread.pk), "runId": "run-m", "messages": [], "state": {}, **fields}
+
+
+def answer_agui(w: World) -> str:
+    resume = [{"interruptId": str(w.row.pk), "status": "resolved", "payload": {"type": "accept"}}]
+    response = w.api("post", "/agui/approval", agui_input(w.paused, resume=resume))
+    return changed(api_cell(response), not pending(w))
+
+
+def run_v1(w: World) -> str:
+    body = {"input": {"request": "again"}}
+    response = w.api("post", f"/api/v1/threads/{w.done.pk}/runs", body)
+    return changed(api_cell(response), runs_on_done(w) > 0)
+
+
+def run_langgraph(w: World) -> str:
+    body = {"assistant_id": "approval", "input": {"request": "again"}}
+    response = w.api("post", f"/langgraph/threads/{w.done.pk}/runs", body)
+    return changed(api_cell(response), runs_on_done(w) > 0)
+
+
+def run_agui(w: World) -> str:
+    response = w.api("post", "/agui/approval", agui_input(w.done))
+    return changed(api_cell(response), runs_on_done(w) > 0)
+
+
+def upload_v1(w: World) -> str:
+    upload = SimpleUploadedFile("notes.txt", b"from the matrix", content_type="text/plain")
+    response = w.api("post", f"/api/v1/threads/{w.done.pk}/files", files={"file": upload})
+    stored = thread_files(w.done.pk).exists("/mnt/user-data/uploads/notes.txt")
+    return changed(api_cell(response), stored)
+
+
+def metadata_langgraph(w: World) -> str:
+    body = {"metadata": {"matrix": "set"}}
+    response = w.api("patch", f"/langgraph/threads/{w.done.pk}", body)
+    w.done.refresh_from_db()
+    return changed(api_cell(response), w.done.metadata.get("matrix") == "set")
+
+
+def cancel_page(w: World) -> str:
+    response = w.page.post(f"/threads/{w.paused.pk}/cancel/")
+    cell = explained(response, page_cell(response), "can cancel it")
+    return changed(cell, not pending(w))
+
+
+def cancel_v1(w: World) -> str:
+    return changed(api_cell(w.api("post", f"/api/v1/threads/{w.paused.pk}/cancel")), not pending(w))
+
+
+def cancel_langgraph(w: World) -> str:
+    # The Agent Inbox's "mark as resolved".
+    body = {"values": None, "as_node": "__end__"}
+    response = w.api("post", f"/langgraph/threads/{w.paused.pk}/state", body)
+    return changed(api_cell(response), not pending(w))
+
+
+def admin_view(w: World) -> str:
+    response = w.page.get(f"/admin/hitl/thread/{w.paused.pk}/change/")
+    cell = admin_cell(response)
+    return cell if cell != "yes" or TITLE in response.content.decode() else "yes, but no title"
+
+
+def admin_cancel(w: World) -> str:
+    form = {"action": "cancel_threads", "_selected_action": [str(w.paused.pk)]}
+    return changed(admin_cell(w.page.post("/admin/hitl/thread/", form)), not pending(w))
+
+
+def analytics_page(w: World) -> str:
+    return page_cell(w.page.get("/analytics/"))
+
+
+SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
+    "start_thread": {
+        "page": start_thread_page,
+        "v1": start_thread_v1,
+        "langgraph": start_thread_langgraph,
+    },
+    "view": {"page": view_page, "v1": view_v1, "langgraph": view_langgraph},
+    "download": {"page": download_page, "v1": download_v1},
+    "list_thread": {"page": list_thread_page, "langgraph": list_thread_langgraph},
+    "list_interrupt": {"page": list_interrupt_page, "v1": list_interrupt_v1},
+    "answer": {
+        "page": answer_page,
+        "v1": answer_v1,
+        "langgraph": answer_langgraph,
+        "agui": answer_agui,
+    },
+    "run": {"v1": run_v1, "langgraph": run_langgraph, "agui": run_agui},
+    "upload": {"v1": upload_v1},
+    "metadata": {"langgraph": metadata_langgraph},
+    "cancel": {"page": cancel_page, "v1": cancel_v1, "langgraph": cancel_langgraph},
+    "admin_view": {"admin": admin_view},
+    "admin_cancel": {"admin": admin_cancel},
+    "analytics": {"page": analytics_page},
+}
+
+CASES = [
+    pytest.param(action, surface, role, id=f"{action}-{surface}-{role}")
+    for action, surfaces in SURFACES.items()
+    for surface in surfaces
+    for role in ROLES.values()
+]
+
+
+@pytest.mark.parametrize(("action", "surface", "role"), CASES)
+def test_the_readme_cell_holds(action, surface, role, world_for):
+    world = world_for(role)
+    assert SURFACES[action][surface](world) == expected(action, role)
+
+
+def test_the_readme_table_is_complete():
+    """Every README row and column has tests (the sockets' rows in test_sockets.py)."""
+    readme_roles, readme_actions, cells = read_table()
+    assert readme_roles == list(ROLES)
+    assert readme_actions == list(ACTIONS)
+    assert set(SURFACES) == set(ACTIONS.values())
+    assert set(cells.values()) <= CELLS
+    assert len(cells) == len(ACTIONS) * len(ROLES)
+
+
+def test_a_row_or_role_the_tests_do_not_know_is_caught():
+    text = README.read_text()
+    renamed = text.replace("| superuser |\n|---", "| root |\n|---", 1)
+    assert read_table(renamed)[0][-1] == "root" != list(ROLES)[-1]
+    extra = text.replace(
+        "| see analytics (page) |",
+        "| see secrets (page) | yes |" + " yes |" * 8 + "\n| see analytics (page) |",
+        1,
+    )
+    assert "see secrets (page)" in read_table(extra)[1]
