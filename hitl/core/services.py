@@ -199,12 +199,14 @@ def interrupt_resolve(
     thread_id: Any = None,
     run_fields: dict[str, Any] | None = None,
     grace: float = 0,
+    savepoint: bool = True,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
     A caller that already knows the row's thread passes `thread_id` (one read less);
     `run_fields` (metadata, webhook) go into the resume run if this answer creates it.
-    The returned row's `resume_run` is that run, or None.
+    The returned row's `resume_run` is that run, or None. `savepoint=False` is for a
+    caller whose own transaction rolls back whole on any error (two statements less).
 
     With `grace` (seconds) the answer is stored and counts as given at once, but the
     thread resumes only when the grace period ends; until then `interrupt_undo` takes
@@ -226,7 +228,7 @@ def interrupt_resolve(
         )
     if thread_id is None:
         raise NotFound("No such interrupt.")
-    with transaction.atomic():
+    with transaction.atomic(savepoint=savepoint):
         # Lock the thread first: decisions on one thread are serialized, so exactly one
         # of them sees "nothing left pending" and enqueues the resume.
         thread = Thread.objects.select_for_update().get(pk=thread_id)

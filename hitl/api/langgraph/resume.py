@@ -172,7 +172,8 @@ def _resolve_all(
             "with POST /api/v1/interrupts/{id}/decision)."
         )
     run = None
-    with transaction.atomic():
+    # All or nothing: any refusal rolls every answer back, so no savepoints are needed.
+    with transaction.atomic(savepoint=False):
         for row, response_type, args in plan:
             answered = services.interrupt_resolve(
                 interrupt_id=row.pk,
@@ -181,6 +182,7 @@ def _resolve_all(
                 args=args,
                 thread_id=thread.pk,
                 run_fields=run_fields,
+                savepoint=False,
             )
             run = answered.resume_run or run
     if run is None:  # every answer landed but nothing to resume (all cancelled upstream)
