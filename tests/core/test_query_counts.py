@@ -124,3 +124,24 @@ def test_lookups_by_primary_key_compile_no_order_by(
     selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
     assert selects and not any("ORDER BY" in sql for sql in selects), selects
     assert Run.objects.filter(pk=idle_thread.pk).one_or_none() is None
+
+
+def test_creating_a_thread_answers_without_reading_state(
+    requester, django_assert_num_queries, monkeypatch
+):
+    # threads.create: the insert (in its savepoint here), and no checkpoint or
+    # interrupt read for a thread nothing has run on.
+    from hitl.api.langgraph import state
+
+    reads = []
+    read = state.thread_values
+    monkeypatch.setattr(state, "thread_values", lambda t: reads.append(t) or read(t))
+    with django_assert_num_queries(3):
+        thread = lg_services.thread_create(user=requester, metadata={"graph_id": "approval"})
+        answer = serializers.thread_json(thread)
+    assert answer["values"] == {} and answer["interrupts"] == {}
+    assert answer["status"] == "idle" and answer["thread_id"] == str(thread.pk)
+    assert reads == []
+    # Read back later, the same thread's state is read as usual.
+    assert serializers.thread_json(Thread.objects.get(pk=thread.pk))["values"] == {}
+    assert len(reads) == 1

@@ -103,7 +103,8 @@ def with_pending(qs):
 
 
 def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
-    values, tasks = state.thread_values(thread) if with_values else ({}, {})
+    fresh = getattr(thread, "is_new", False)  # created by this request (thread_create)
+    values, tasks = state.thread_values(thread) if with_values and not fresh else ({}, {})
     metadata = {"graph_id": thread.graph, "assistant_id": assistant_id_for(thread.graph)}
     metadata.update(thread.metadata or {})
     data: dict[str, Any] = {

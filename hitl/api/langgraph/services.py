@@ -64,7 +64,7 @@ def thread_create(
             raise services.Conflict(f"Thread {thread_id} already exists.")
     try:
         with transaction.atomic():
-            return Thread.objects.create(
+            thread = Thread.objects.create(
                 id=thread_id or uuid.uuid4(),
                 graph=graph or settings.HITL_DEFAULT_GRAPH,
                 title=str(metadata.get("title") or graph or "API thread")[:200],
@@ -74,6 +74,9 @@ def thread_create(
             )
     except IntegrityError:  # created concurrently under the same id
         raise services.Conflict(f"Thread {thread_id} already exists.") from None
+    # Nothing has run on it: its answer needs no checkpoint or interrupt read.
+    thread.is_new, thread.pending_rows = True, []
+    return thread
 
 
 def thread_update(*, thread: Thread, user, metadata: Any) -> Thread:
