@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents import contract
 from hitl import logcontext
-from hitl.core import audit, dispatch, events
+from hitl.core import audit, dispatch, events, quorum
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
@@ -251,6 +251,15 @@ def interrupt_resolve(
             normalized = contract.check_response(_request_of(row), response_type, args)
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
+        if row.approvals_required > 1:
+            verdict = quorum.approval_record(
+                thread=thread, row=row, user=user, response_type=response_type, args=normalized
+            )
+            if not verdict.resolve:
+                row.resume_run = None
+                row.approval_progress = verdict
+                return row
+            response_type, normalized = verdict.response_type, verdict.args
         row.status = HumanInterrupt.Status.RESOLVED
         row.response_type = response_type
         row.response_args = normalized
@@ -322,6 +331,8 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
         if row.undo_until is None or row.undo_until <= timezone.now():
             raise Conflict("Too late to undo: the grace period has ended and the agent resumed.")
         undone = row.response_type
+        if row.approvals_required > 1:
+            quorum.approval_undo(row=row, user=user)
         row.status = HumanInterrupt.Status.PENDING
         row.response_type = ""
         row.response_args = None
