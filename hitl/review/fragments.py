@@ -70,7 +70,9 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         decision += " (they can still undo it for a few seconds)"
     return {
         "row": row,
-        "who": row.responded_by.get_username() if row.responded_by else "",
+        "who": row.responded_by.get_username()
+        if row.responded_by
+        else (f"rule {row.decided_by_rule}" if row.decided_by_rule else ""),
         "decision": decision,
         "final_json": pretty_json(final) if final not in (None, {}) else "",
         "response_text": answer if row.response_type == "response" else "",

@@ -231,6 +231,12 @@ def interrupt_decide(request, interrupt_id):
     )
     label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
     done = f"{label.get(response_type, 'Ignored')}: {interrupt_label(row)}"
+    progress = getattr(decided, "approval_progress", None)
+    if progress is not None:  # four-eyes: still pending until the quorum is met
+        done = (
+            f"Approval recorded ({progress.approvals} of {progress.required} approvals): "
+            f"{interrupt_label(row)}"
+        )
     undo = undo_info(decided)
     if as_json:
         return JsonResponse(
