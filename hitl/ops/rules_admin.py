@@ -49,9 +49,7 @@ class DecisionRuleAdmin(admin.ModelAdmin):
         "version",
         "mode",
         "priority",
-        "graph",
         "action",
-        "reviewer_group",
         "outcome",
         "dry_run_hits",
         "live_decisions",
@@ -59,7 +57,7 @@ class DecisionRuleAdmin(admin.ModelAdmin):
         "agreement",
     )
     list_editable = ("mode", "priority")
-    list_filter = ("mode", "outcome")
+    list_filter = ("mode", "outcome", "graph", "reviewer_group")
     ordering = ("priority", "id")
     readonly_fields = ("version", "evidence")
 
