@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from hitl.core.models import HumanInterrupt, Run
 from hitl.core.selectors import user_can_review_all
+from hitl.ops.rule_analytics import automation_context
 
 log = logging.getLogger(__name__)
 
@@ -432,6 +433,7 @@ def analytics(request):
             "day_choices": (1, 7, 30, 90, 365),
             "decisions": _decisions_chart(since),
             "latency": _latency_chart(since),
+            "automation": automation_context(since, human_seconds),
             "bar_area": BAR_AREA,
         },
     )
