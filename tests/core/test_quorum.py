@@ -205,3 +205,13 @@ def test_undoing_the_deciding_approval_takes_it_back(
         Approval.objects.filter(interrupt=row).values_list("user__username", flat=True)
     ) == ["rita"]
     assert decide(row, second_reviewer).status == "resolved"
+
+
+@pytest.mark.parametrize("asked", ["two", {"required": 0}, {"required": -3}, None, [2], True])
+def test_a_malformed_approvals_field_leaves_a_single_decision(manual_runs, requester, asked):
+    row = paused(manual_runs, requester, approvals=asked)
+    assert row.approvals_required == 1
+
+
+def test_an_absurd_requirement_is_capped(manual_runs, requester):
+    assert paused(manual_runs, requester, approvals=10_000).approvals_required == 20

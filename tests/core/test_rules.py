@@ -203,3 +203,22 @@ def test_decision_sources_count_automatic_and_human_decisions(requester, reviewe
     assert sources["automatic"] == 1
     assert sources["groups"] == [{"group": "reviewers", "automatic": 1, "human": 1}]
     assert sources["saved_seconds"] == pytest.approx(sources["human_median_seconds"])
+
+
+def test_a_rule_matches_only_its_graph_and_reviewer_group(requester, finance_group):
+    rule("other-graph", graph="demo", priority=1)
+    rule("finance-only", reviewer_group=finance_group, priority=2)
+    rule("ignore-approval-graph", "ignore", graph="approval", priority=3)
+    _, [mail, invoice] = paused(
+        requester, human_interrupt(), human_interrupt("pay_invoice", reviewer_group="finance")
+    )
+    assert (mail.response_type, mail.decided_by_rule) == ("ignore", "ignore-approval-graph v1")
+    assert (invoice.response_type, invoice.decided_by_rule) == ("accept", "finance-only v1")
+    assert not RuleHit.objects.filter(rule__name="other-graph").exists()
+
+
+def test_rules_that_are_off_do_nothing(requester):
+    rule("accept-all", mode=DecisionRule.Mode.OFF)
+    _, [row] = paused(requester, human_interrupt())
+    assert row.status == "pending"
+    assert not RuleHit.objects.exists()
