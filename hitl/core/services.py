@@ -243,6 +243,8 @@ def interrupt_resolve(
         if row.status != HumanInterrupt.Status.PENDING:
             if row.status == HumanInterrupt.Status.RESOLVED:
                 who = row.responded_by.get_username() if row.responded_by else "someone"
+                if row.decided_by_rule:
+                    who = f"rule {row.decided_by_rule}"
                 if row.undo_until is not None:
                     raise Conflict(f"Already answered by {who} (who may still undo it).")
                 raise Conflict(f"Already answered by {who}.")

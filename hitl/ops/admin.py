@@ -235,6 +235,8 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
         "reviewer_group",
         "response_type",
         "responded_by",
+        "decided_by_rule",
+        "approvals_required",
         "expires_at",
         "created_at",
     )

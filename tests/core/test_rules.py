@@ -222,3 +222,10 @@ def test_rules_that_are_off_do_nothing(requester):
     _, [row] = paused(requester, human_interrupt())
     assert row.status == "pending"
     assert not RuleHit.objects.exists()
+
+
+def test_a_reviewer_late_to_a_rule_decision_is_told_the_rule_decided(requester, reviewer):
+    rule("accept-all")
+    _, [row] = paused(requester, human_interrupt())
+    with pytest.raises(services.Conflict, match=r"Already answered by rule accept-all v1\."):
+        services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="ignore")
