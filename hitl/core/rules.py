@@ -9,6 +9,7 @@ first live rule that matches and is allowed decides. Dry-run rules only record h
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
 from typing import Any
 
@@ -23,6 +24,11 @@ log = logging.getLogger(__name__)
 
 VARIABLES = ("args", "action", "graph", "group")
 MACROS = {"all", "exists", "exists_one", "map", "filter"}
+# Global functions a condition may call: CEL's standard ones (size, int, matches, ...).
+FUNCTIONS = {name for name in celpy.evaluation.base_functions if name.isidentifier()} | {
+    "has",
+    "dyn",
+}
 MAX_CONDITION_CHARS = 2000
 OUTCOME_TYPE = {"accept": "accept", "ignore": "ignore", "respond": "response"}
 
@@ -31,11 +37,13 @@ class RuleError(ValueError):
     """A condition that does not parse or names what does not exist; says which."""
 
 
-_env = celpy.Environment()
+# The tree-walking interpreter, never the transpiler (CompiledRunner builds Python and execs it).
+_env = celpy.Environment(runner_class=celpy.InterpretedRunner)
 
 
-def _idents(tree: Tree) -> tuple[set[str], set[str], set[str]]:
-    """Top-level names, `args.<field>` fields, and names bound by macros in a CEL tree."""
+def _idents(tree: Tree) -> tuple[set[str], set[str], set[str], set[str]]:
+    """Top-level names, `args.<field>` fields, names bound by macros, and functions called."""
+    functions: set[str] = set()
     names: set[str] = set()
     fields: set[str] = set()
     bound: set[str] = set()
@@ -44,6 +52,8 @@ def _idents(tree: Tree) -> tuple[set[str], set[str], set[str]]:
             child = node.children[0]
             if child.data == "ident" and isinstance(child.children[0], Token):
                 names.add(str(child.children[0]))
+            if child.data == "ident_arg" and isinstance(child.children[0], Token):
+                functions.add(str(child.children[0]))
         if node.data in ("member_dot", "member_dot_arg") and len(node.children) >= 2:
             inner, name = node.children[0], node.children[1]
             if node.data == "member_dot" and _is_ident(inner, "args"):
@@ -55,7 +65,7 @@ def _idents(tree: Tree) -> tuple[set[str], set[str], set[str]]:
                     for sub in first.iter_subtrees():
                         if sub.data == "ident":
                             bound.add(str(sub.children[0]))
-    return names, fields, bound
+    return names, fields, bound, functions
 
 
 def _is_ident(node: Any, name: str) -> bool:
@@ -103,7 +113,10 @@ def condition_check(condition: str, *, action: str = "") -> None:
     except celpy.CELParseError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
         raise RuleError(f"The condition does not parse: {first}") from None
-    names, fields, bound = _idents(tree)
+    names, fields, bound, functions = _idents(tree)
+    strange = sorted(functions - FUNCTIONS)
+    if strange:
+        raise RuleError(f"Unknown function {strange[0]!r} in the condition.")
     unknown = sorted(names - set(VARIABLES) - bound)
     if unknown:
         raise RuleError(
@@ -119,6 +132,12 @@ def condition_check(condition: str, *, action: str = "") -> None:
         )
 
 
+@functools.lru_cache(maxsize=256)
+def _program(condition: str) -> Any:
+    """Parse once per process; programs are immutable and keyed by their text."""
+    return _env.program(_env.compile(condition))
+
+
 def rule_matches(rule: DecisionRule, row: HumanInterrupt, graph: str) -> bool:
     """Whether the rule applies to the row; raises on a condition that fails to evaluate."""
     if rule.graph and rule.graph != graph:
@@ -129,7 +148,7 @@ def rule_matches(rule: DecisionRule, row: HumanInterrupt, graph: str) -> bool:
         return False
     if not rule.condition.strip():
         return True
-    program = _env.program(_env.compile(rule.condition))
+    program = _program(rule.condition)
     activation = {
         "args": celpy.json_to_cel(row.args if isinstance(row.args, dict) else {}),
         "action": celpy.json_to_cel(row.action),
