@@ -377,6 +377,7 @@ def _latency_chart(since, limit: int = 20_000) -> dict[str, Any]:
         HumanInterrupt.objects.filter(
             status=HumanInterrupt.Status.RESOLVED, responded_at__gte=since
         )
+        .filter(decided_by_rule="")  # people's time to decide; rules take none
         .order_by("-responded_at")
         .values_list("reviewer_group__name", "created_at", "responded_at")[:limit]
     )

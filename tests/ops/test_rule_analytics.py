@@ -50,4 +50,7 @@ def test_analytics_shows_rules_agreement_and_time_saved(client, admin_user, requ
     saved = html[html.index('id="time-saved"') :]
     assert "Rules decided <b>1</b> item in this period" in saved
     assert "median of 10.0m" in saved and "about <b>10.0m</b>" in saved
+    # The rule's instant decision does not pull the people's latency down.
+    latency = html[html.index('<svg id="latency-chart"') :]
+    assert "p50 10.0m" in latency and "1 decision<" in latency
     assert delete.pk

@@ -70,4 +70,8 @@ def test_a_rule_saved_in_admin_accepts_an_item_live(
     ada.goto("/admin/hitl/decisionrule/")
     assert ada.text_content("td.field-live_decisions").strip() == "1"
     shot(ada, "rule-admin-list")
+    ada.goto("/analytics/")
+    assert "Rules decided 1 item" in ada.text_content("#time-saved")
+    assert "internal-mail v1" in ada.text_content("#automation-rules")
+    shot(ada, "rule-analytics")
     assert not quinn.errors and not ada.errors
