@@ -119,11 +119,13 @@ def approval_record(
     args: Any,
     user=None,
     rule=None,
+    seen_round: int | None = None,
 ) -> Verdict:
     """Count one decision toward `row`'s quorum; say whether the interrupt resolves now.
 
     `args` is the normalized answer (`{action, args}` for an edit). Exactly one of
-    `user` and `rule` is given.
+    `user` and `rule` is given. `seen_round` is the round the reviewer's page showed:
+    an approval of args they have not seen (edited since) is refused.
     """
     policy = row.approval_policy or {}
     required = row.approvals_required
@@ -147,6 +149,11 @@ def approval_record(
         return Verdict(resolve=False, approvals=count, required=required)
     if user is not None:
         _check_approver(thread, row, user)
+    if seen_round is not None and seen_round != row.approval_round:
+        raise Conflict(
+            "The args were edited since you opened this, and the earlier approvals reset; "
+            "review the new args before approving."
+        )
     before = current_args(row)
     final = args["args"] if response_type == "edit" and isinstance(args, dict) else before
     edited = final != before

@@ -197,6 +197,7 @@ def interrupt_resolve(
     thread_id: Any = None,
     run_fields: dict[str, Any] | None = None,
     grace: float = 0,
+    approval_round: int | None = None,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -255,7 +256,12 @@ def interrupt_resolve(
             raise Invalid(str(exc)) from None
         if row.approvals_required > 1:
             verdict = quorum.approval_record(
-                thread=thread, row=row, user=user, response_type=response_type, args=normalized
+                thread=thread,
+                row=row,
+                user=user,
+                response_type=response_type,
+                args=normalized,
+                seen_round=approval_round,
             )
             if not verdict.resolve:
                 row.resume_run = None

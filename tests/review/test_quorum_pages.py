@@ -62,3 +62,36 @@ def test_a_second_approval_by_the_same_reviewer_is_refused_as_json(
     )
     assert second.status_code == 409
     assert "already approved" in second.json()["error"]
+
+
+def test_approving_from_a_page_shown_before_an_edit_is_refused(
+    paused, client_for, requester, reviewer, second_reviewer
+):
+    thread, [row] = paused(
+        user=requester,
+        values=[human_interrupt("send_email", {"to": "a@b.c", "copies": 1}, approvals=2)],
+    )
+    rita = client_for(reviewer)
+    page = rita.get(f"/threads/{thread.pk}/").content.decode()
+    assert 'name="approval_round" value="0"' in page
+    client_for(second_reviewer).post(
+        f"/interrupts/{row.pk}/decide/",
+        {"type": "edit", "arg_0": "cfo@b.c", "arg_1": "3", "approval_round": "0"},
+    )
+    # Rita's page still shows the old args: her accept must not approve the new ones.
+    stale = rita.post(
+        f"/interrupts/{row.pk}/decide/",
+        {"type": "accept", "approval_round": "0"},
+        HTTP_ACCEPT="application/json",
+    )
+    assert stale.status_code == 409
+    assert "review the new args" in stale.json()["error"]
+    row.refresh_from_db()
+    assert (row.status, row.approvals.filter(round=1).count()) == ("pending", 1)
+    fresh = rita.post(
+        f"/interrupts/{row.pk}/decide/",
+        {"type": "accept", "approval_round": "1"},
+        HTTP_ACCEPT="application/json",
+    )
+    assert fresh.status_code == 200
+    assert HumanInterrupt.objects.get(pk=row.pk).status == "resolved"
