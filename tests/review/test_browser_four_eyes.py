@@ -79,6 +79,7 @@ def test_two_reviewers_in_two_browsers_approve_a_two_of_m_item(
         what="the quorum to resolve the interrupt",
     )
     rita.wait_for_selector(f"{card} button.btn-accept", state="detached")
+    rita.wait_for_selector(f"{card} :text('rita and sam approved it as proposed')")
     assert_not_reloaded(rita)
     shot(rita, "four-eyes-resolved")
     row.refresh_from_db()
