@@ -19,11 +19,15 @@ class ApprovalState(TypedDict, total=False):
     decision: Any
     sent: bool
     result: dict[str, Any]
+    # Four-eyes, as the interrupt contract carries it: {"required": 2, ...} (optional).
+    approvals: Any
 
 
 def _propose(state: ApprovalState) -> dict[str, Any]:
+    four_eyes = {"approvals": state["approvals"]} if state.get("approvals") else {}
     response = interrupt(
         {
+            **four_eyes,
             "action_request": {
                 "action": "send_email",
                 "args": {

@@ -21,7 +21,7 @@ from ninja.security import SessionAuth
 
 from hitl.api.errors import BoundedParser, Error, install_error_handlers
 from hitl.api.tokens import TokenBearer, TokenHeader
-from hitl.core import files, services
+from hitl.core import files, quorum, services
 from hitl.core.artifacts import artifact_json
 from hitl.core.errors import error_headline
 from hitl.core.models import HumanInterrupt, Run, Thread
@@ -150,6 +150,9 @@ def interrupt_json(row: HumanInterrupt) -> dict[str, Any]:
         "responded_at": row.responded_at.isoformat() if row.responded_at else None,
         "undo_until": row.undo_until.isoformat() if row.undo_until else None,
         "created_at": row.created_at.isoformat(),
+        # Four-eyes and rules (see README "Four-eyes approvals" and "Decision rules").
+        "approvals_required": row.approvals_required,
+        "decided_by_rule": row.decided_by_rule or None,
     }
 
 
@@ -312,7 +315,10 @@ def interrupt_decide(request, interrupt_id: uuid.UUID, body: DecisionIn):
         args=body.args,
         grace=body.grace_seconds,
     )
-    return interrupt_json(row)
+    data = interrupt_json(row)
+    if row.status == HumanInterrupt.Status.PENDING and row.approvals_required > 1:
+        data["approvals"] = quorum.approvals_progress(row)
+    return data
 
 
 @api.post(

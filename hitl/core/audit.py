@@ -139,7 +139,25 @@ def _summary(event: AuditEvent) -> str:
         grace = (
             f" (undo possible for {data['grace_seconds']:g} s)" if data.get("grace_seconds") else ""
         )
-        return f"{data.get('response_type', '?')} on {data.get('action') or 'request'}{grace}"
+        by_rule = f" by rule {data['rule']} v{data.get('rule_version')}" if data.get("rule") else ""
+        return (
+            f"{data.get('response_type', '?')} on {data.get('action') or 'request'}{by_rule}{grace}"
+        )
+    if kind == Kind.INTERRUPT_APPROVED:
+        if data.get("vote") == "reject":
+            return f"{data.get('response_type', 'reject')} (counted as a refusal; still open)"
+        edited = " with edited args (earlier approvals reset)" if data.get("edited") else ""
+        return (
+            f"approval {data.get('approvals', '?')} of {data.get('required', '?')} "
+            f"on {data.get('action') or 'request'}{edited}"
+        )
+    if kind == Kind.INTERRUPT_RULE_FAILED:
+        return (
+            f"rule {data.get('rule')} v{data.get('rule_version')} failed: {data.get('error', '')}"[
+                :300
+            ]
+            + " (left to people)"
+        )
     if kind == Kind.INTERRUPT_UNDONE:
         return f"{data.get('response_type', '?')} undone; pending again"
     if kind == Kind.INTERRUPT_EXPIRED:
@@ -175,7 +193,9 @@ def audit_entry(event: AuditEvent) -> AuditEntry:
         kind=event.kind,
         label=event.get_kind_display(),
         created_at=event.created_at,
-        actor=event.actor.get_username() if event.actor_id and event.actor else "system",
+        actor=event.actor.get_username()
+        if event.actor_id and event.actor
+        else (f"rule {data['rule']} v{data.get('rule_version')}" if data.get("rule") else "system"),
         summary=_summary(event),
         proposed=proposed,
         answer=answer,

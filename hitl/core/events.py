@@ -68,6 +68,19 @@ class InterruptChanged(TypedDict):
     notify: NotRequired[dict[str, str]]
 
 
+class InterruptProgress(TypedDict):
+    """A four-eyes interrupt got an approval but is still pending (e.g. 1 of 2)."""
+
+    type: Literal["interrupt.progress"]
+    thread_id: str
+    interrupt_id: str
+    reviewer_group_id: int | None
+    approvals: int
+    required: int
+    approvers: list[str]
+    edited: bool
+
+
 class ThreadChanged(TypedDict):
     type: Literal["thread.changed"]
     thread_id: str
@@ -308,6 +321,29 @@ def publish_interrupt_changed(
         except Exception as exc:  # consumers render what a handler could not add
             if not is_transient(exc):
                 log.exception("interrupt %s: a pending-interrupt handler failed", interrupt_id)
+    publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
+
+
+def publish_interrupt_progress(
+    *,
+    thread_id: Any,
+    interrupt_id: Any,
+    reviewer_group_id: int | None,
+    approvals: int,
+    required: int,
+    approvers: list[str],
+    edited: bool,
+) -> None:
+    message: InterruptProgress = {
+        "type": "interrupt.progress",
+        "thread_id": str(thread_id),
+        "interrupt_id": str(interrupt_id),
+        "reviewer_group_id": reviewer_group_id,
+        "approvals": approvals,
+        "required": required,
+        "approvers": approvers,
+        "edited": edited,
+    }
     publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
 
 

@@ -221,6 +221,15 @@ class HumanInterrupt(models.Model):
         Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     escalation_count = models.PositiveSmallIntegerField(default=0)
+    # Four-eyes: distinct approvals needed (see core/quorum.py); the policy is a snapshot
+    # of the group's and the interrupt's settings taken when the row was made.
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    approval_policy = models.JSONField(default=dict, blank=True)
+    approval_round = models.PositiveIntegerField(default=0)
+    # The args under approval after an edit (None: the proposed args).
+    approval_args = models.JSONField(null=True, blank=True)
+    # "name vN" when a rule made the decision (responded_by is then empty).
+    decided_by_rule = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = HumanInterruptQuerySet.as_manager()
@@ -324,6 +333,23 @@ class ReviewerGroupPolicy(models.Model):
     escalate_to = models.ForeignKey(
         Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Four-eyes: N distinct approvals (1 = a single reviewer decides, as before).
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    approval_groups = models.ManyToManyField(
+        Group,
+        blank=True,
+        related_name="+",
+        help_text="If any are chosen, approvers must belong to one of these groups.",
+    )
+    allow_self_approval = models.BooleanField(
+        default=False, help_text="The thread's requester may approve its interrupts."
+    )
+    reject_ends = models.BooleanField(
+        default=True, help_text="Any ignore or respond ends the interrupt at once."
+    )
+    rule_counts_as_approval = models.BooleanField(
+        default=False, help_text="A live rule that accepts counts as (at most) one approval."
+    )
 
     def __str__(self) -> str:
         return f"policy for {self.group}"
@@ -354,6 +380,8 @@ class AuditEvent(models.Model):
         INTERRUPT_EXPIRED = "interrupt.expired"
         INTERRUPT_ESCALATED = "interrupt.escalated"
         INTERRUPT_CANCELLED = "interrupt.cancelled"
+        INTERRUPT_APPROVED = "interrupt.approved"
+        INTERRUPT_RULE_FAILED = "interrupt.rule_failed"
         RUN_STARTED = "run.started"
         RUN_FINISHED = "run.finished"
         RUN_FAILED = "run.failed"
@@ -460,3 +488,23 @@ class ToolExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"
+
+
+# Loaded here so Django registers them with the app.
+from hitl.core.policy_models import Approval, DecisionRule, RuleHit  # noqa: E402
+
+__all__ = [
+    "ApiToken",
+    "Approval",
+    "Artifact",
+    "AuditEvent",
+    "DecisionRule",
+    "ExpiryPolicy",
+    "HumanInterrupt",
+    "ReviewerGroupPolicy",
+    "Run",
+    "RuleHit",
+    "Thread",
+    "ToolExecution",
+    "WebhookDelivery",
+]

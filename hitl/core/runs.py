@@ -18,7 +18,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import contract
-from hitl.core import audit, events
+from hitl.core import audit, events, quorum, rules
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 from hitl.core.retry import retry_transient
 from hitl.core.selectors import default_reviewer_group
@@ -221,6 +221,11 @@ def run_finish(
                 defaults.update(
                     _expiry_fields(value, request, defaults["reviewer_group"], now, groups)
                 )
+                defaults.update(
+                    quorum.approval_settings(
+                        value, request.position, defaults["reviewer_group"], groups
+                    )
+                )
                 if (interrupt_id, request.position) not in existing:
                     created.append(
                         HumanInterrupt(
@@ -265,13 +270,16 @@ def run_finish(
                 ),
             ]
         )
+        # Rules may decide some of them now (and queue the resume run).
+        rules.rules_apply(thread=thread, rows=created)
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
                     thread_id=row.thread_id,
                     interrupt_id=row.pk,
                     reviewer_group_id=row.reviewer_group_id,
-                    status="pending",
+                    status=row.status,
+                    responded_by=row.decided_by_rule,
                 )
             )
         events.emit_run_ended(run)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents import contract
 from hitl import logcontext
-from hitl.core import audit, dispatch, events
+from hitl.core import audit, dispatch, events, quorum
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
@@ -200,6 +200,7 @@ def interrupt_resolve(
     run_fields: dict[str, Any] | None = None,
     grace: float = 0,
     savepoint: bool = True,
+    approval_round: int | None = None,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -247,6 +248,8 @@ def interrupt_resolve(
         if row.status != HumanInterrupt.Status.PENDING:
             if row.status == HumanInterrupt.Status.RESOLVED:
                 who = row.responded_by.get_username() if row.responded_by else "someone"
+                if row.decided_by_rule:
+                    who = f"rule {row.decided_by_rule}"
                 if row.undo_until is not None:
                     raise Conflict(f"Already answered by {who} (who may still undo it).")
                 raise Conflict(f"Already answered by {who}.")
@@ -255,6 +258,20 @@ def interrupt_resolve(
             normalized = contract.check_response(_request_of(row), response_type, args)
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
+        if row.approvals_required > 1:
+            verdict = quorum.approval_record(
+                thread=thread,
+                row=row,
+                user=user,
+                response_type=response_type,
+                args=normalized,
+                seen_round=approval_round,
+            )
+            if not verdict.resolve:
+                row.resume_run = None
+                row.approval_progress = verdict
+                return row
+            response_type, normalized = verdict.response_type, verdict.args
         row.status = HumanInterrupt.Status.RESOLVED
         row.response_type = response_type
         row.response_args = normalized
@@ -328,6 +345,8 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
         if row.undo_until is None or row.undo_until <= timezone.now():
             raise Conflict("Too late to undo: the grace period has ended and the agent resumed.")
         undone = row.response_type
+        if row.approvals_required > 1:
+            quorum.approval_undo(row=row, user=user)
         row.status = HumanInterrupt.Status.PENDING
         row.response_type = ""
         row.response_args = None

@@ -240,6 +240,8 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
         "reviewer_group",
         "response_type",
         "responded_by",
+        "decided_by_rule",
+        "approvals_required",
         "expires_at",
         "created_at",
     )
@@ -397,7 +399,18 @@ class ToolExecutionAdmin(admin.ModelAdmin):
 class ReviewerGroupPolicyForm(forms.ModelForm):
     class Meta:
         model = ReviewerGroupPolicy
-        fields = ("group", "expire_after_seconds", "expiry_policy", "expiry_message", "escalate_to")
+        fields = (
+            "group",
+            "expire_after_seconds",
+            "expiry_policy",
+            "expiry_message",
+            "escalate_to",
+            "approvals_required",
+            "approval_groups",
+            "allow_self_approval",
+            "reject_ends",
+            "rule_counts_as_approval",
+        )
 
     def clean(self):
         data = super().clean()
@@ -405,13 +418,22 @@ class ReviewerGroupPolicyForm(forms.ModelForm):
             self.add_error("escalate_to", "Escalation needs a group to escalate to.")
         if data.get("escalate_to") and data.get("escalate_to") == data.get("group"):
             self.add_error("escalate_to", "A group cannot escalate to itself.")
+        required = data.get("approvals_required")
+        if required is not None and not 1 <= required <= 20:
+            self.add_error("approvals_required", "Ask for between 1 and 20 approvals.")
         return data
 
 
 @admin.register(ReviewerGroupPolicy)
 class ReviewerGroupPolicyAdmin(admin.ModelAdmin):
     form = ReviewerGroupPolicyForm
-    list_display = ("group", "expire_after_seconds", "expiry_policy", "escalate_to")
+    list_display = (
+        "group",
+        "expire_after_seconds",
+        "expiry_policy",
+        "escalate_to",
+        "approvals_required",
+    )
     list_select_related = ("group", "escalate_to")
     list_filter = ("expiry_policy",)
 
@@ -432,3 +454,7 @@ def _report(model_admin, request, done: int, one: str, many: str, failed: list[s
         model_admin.message_user(request, problem, level=messages.WARNING)
     if len(failed) > 20:
         model_admin.message_user(request, f"… and {len(failed) - 20} more.", messages.WARNING)
+
+
+# Decision rules have their own module (kept small); importing it registers them.
+from hitl.ops import rules_admin  # noqa: E402, F401

@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from hitl.core.models import HumanInterrupt, Run
 from hitl.core.selectors import user_can_review_all
+from hitl.ops.rule_analytics import automation_context
 
 log = logging.getLogger(__name__)
 
@@ -376,6 +377,7 @@ def _latency_chart(since, limit: int = 20_000) -> dict[str, Any]:
         HumanInterrupt.objects.filter(
             status=HumanInterrupt.Status.RESOLVED, responded_at__gte=since
         )
+        .filter(decided_by_rule="")  # people's time to decide; rules take none
         .order_by("-responded_at")
         .values_list("reviewer_group__name", "created_at", "responded_at")[:limit]
     )
@@ -436,6 +438,7 @@ def analytics(request):
             "day_choices": (1, 7, 30, 90, 365),
             "decisions": _decisions_chart(since),
             "latency": _latency_chart(since),
+            "automation": automation_context(since, human_seconds),
             "bar_area": BAR_AREA,
         },
     )

@@ -92,6 +92,14 @@ def _interrupt_message(message: dict[str, Any]) -> InterruptMessage:
     return out
 
 
+def _progress_message(message: dict[str, Any]) -> dict[str, Any]:
+    keys = ("type", "thread_id", "interrupt_id", "reviewer_group_id", "approvals", "required")
+    out = {key: message.get(key) for key in keys}
+    out["approvers"] = list(message.get("approvers") or [])
+    out["edited"] = bool(message.get("edited"))
+    return out
+
+
 # --- who is on the other end ----------------------------------------------------------
 
 
@@ -388,6 +396,15 @@ class InboxConsumer(_LiveConsumer):
         key = ("inbox", out["interrupt_id"], out["status"], group_id, out.get("responded_by"))
         await self._send_shared(key, dict(out))
 
+    async def interrupt_progress(self, message):
+        """A four-eyes approval arrived ("1 of 2"); the item stays pending."""
+        principal = await self._principal()
+        if not await self._still_active(principal):
+            return
+        group_id = message.get("reviewer_group_id")
+        if principal.review_all or (group_id is not None and group_id in principal.group_ids):
+            await self.send_json(_progress_message(message))
+
     async def thread_changed(self, message):
         principal = await self._principal()
         if not await self._still_active(principal):
@@ -468,6 +485,10 @@ class ThreadConsumer(_LiveConsumer):
             "event": message["event"],
         }
         await self.send_json(out)
+
+    async def interrupt_progress(self, message):
+        if await self._allowed() is not None:
+            await self.send_json(_progress_message(message))
 
     async def interrupt_changed(self, message):
         principal = await self._allowed()

@@ -204,7 +204,9 @@ class DecisionForm(forms.Form):
     def __init__(self, data=None, *, interrupt: HumanInterrupt):
         super().__init__(data, auto_id=f"id_{interrupt.pk.hex[:8]}_%s")
         self.interrupt = interrupt
-        self.arg_fields = arg_fields(interrupt.args, interrupt.args_schema)
+        # Four-eyes: after an edit, the args under approval are the ones to approve or edit.
+        args = interrupt.args if interrupt.approval_args is None else interrupt.approval_args
+        self.arg_fields = arg_fields(args, interrupt.args_schema)
         if interrupt.allow_edit:
             for arg in self.arg_fields:
                 if not arg.locked:

@@ -11,7 +11,7 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from hitl.core import events
+from hitl.core import events, quorum
 from hitl.core.audit import audit_for_thread
 from hitl.core.models import HumanInterrupt, Thread
 from hitl.core.selectors import (
@@ -73,9 +73,21 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         decision = f"is {row.get_status_display().lower()}"
     if row.undo_until is not None and row.undo_until > timezone.now():
         decision += " (they can still undo it for a few seconds)"
+    who = (
+        row.responded_by.get_username()
+        if row.responded_by
+        else (f"rule {row.decided_by_rule}" if row.decided_by_rule else "")
+    )
+    if row.approvals_required > 1 and row.response_type in ("accept", "edit"):
+        approvers = quorum.approvals_progress(row)["approvers"]  # four-eyes: all of them
+        if len(approvers) > 1:
+            who = ", ".join(approvers[:-1]) + " and " + approvers[-1]
+            decision = "approved it" + (
+                " with edited args" if row.response_type == "edit" else " as proposed"
+            )
     return {
         "row": row,
-        "who": row.responded_by.get_username() if row.responded_by else "",
+        "who": who,
         "decision": decision,
         "final_json": pretty_json(final) if final not in (None, {}) else "",
         "response_text": answer if row.response_type == "response" else "",

@@ -207,6 +207,7 @@ def interrupt_decide(request, interrupt_id):
             response_type=response_type,
             args=args,
             grace=settings.HITL_UNDO_SECONDS,
+            approval_round=_approval_round(request),
         )
     except services.ServiceError as exc:
         if as_json:
@@ -236,6 +237,12 @@ def interrupt_decide(request, interrupt_id):
     )
     label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
     done = f"{label.get(response_type, 'Ignored')}: {interrupt_label(row)}"
+    progress = getattr(decided, "approval_progress", None)
+    if progress is not None:  # four-eyes: still pending until the quorum is met
+        done = (
+            f"Approval recorded ({progress.approvals} of {progress.required} approvals): "
+            f"{interrupt_label(row)}"
+        )
     undo = undo_info(decided)
     if as_json:
         return JsonResponse(
@@ -246,6 +253,12 @@ def interrupt_decide(request, interrupt_id):
     tags = f"undo undo-{decided.pk}-{undo['until_ms']}" if undo else ""
     messages.success(request, _sentence(done + where), extra_tags=tags)
     return redirect(next_url)
+
+
+def _approval_round(request) -> int | None:
+    """The four-eyes round the card was rendered with (None when it did not say)."""
+    value = request.POST.get("approval_round", "")
+    return int(value) if value.isdigit() and len(value) < 10 else None
 
 
 def undo_info(row: HumanInterrupt) -> dict | None:

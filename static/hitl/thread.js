@@ -255,6 +255,7 @@
 
   function onMessage(message) {
     if (message.type === "thread.event") onEvent(message.event || {});
+    else if (message.type === "interrupt.progress") HITL.approvalProgress(message);
     else if (message.type === "interrupt.changed") {
       if (message.status === "pending" && message.html) {
         addCard(message.interrupt_id, message.html);

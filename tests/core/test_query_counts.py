@@ -57,8 +57,9 @@ def test_executing_a_run_to_its_pause_stays_lean(
     run = lg_services.run_create(
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
-    # Claim, the graph (its checkpointer has a connection of its own), finish.
-    with django_assert_max_num_queries(17):
+    # Claim, the graph (its checkpointer has a connection of its own), finish, and one
+    # read of the active decision rules.
+    with django_assert_max_num_queries(18):
         assert manual_runs(run) == "interrupted"
 
 

@@ -147,7 +147,11 @@ def _answered_conflict(thread: Thread, ids: Iterable[str]) -> services.Conflict 
         return None
     row = rows[0]
     if row.status == HumanInterrupt.Status.RESOLVED:
-        who = row.responded_by.get_username() if row.responded_by else "someone"
+        who = (
+            row.responded_by.get_username()
+            if row.responded_by
+            else (f"rule {row.decided_by_rule}" if row.decided_by_rule else "someone")
+        )
         return services.Conflict(f"Interrupt {row.interrupt_id} was already answered by {who}.")
     return services.Conflict(f"Interrupt {row.interrupt_id} is {row.status}.")
 

@@ -1,0 +1,115 @@
+"""What decision rules did: hits, live decisions, errors, dry-run agreement, time saved."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from hitl.core.models import AuditEvent, DecisionRule, HumanInterrupt, RuleHit
+
+# A rule's outcome and the human decision type that agrees with it.
+AGREES = {"accept": "accept", "ignore": "ignore", "respond": "response"}
+
+
+@dataclass
+class RuleStats:
+    rule: DecisionRule
+    dry_run_hits: int = 0
+    live_decisions: int = 0
+    skipped: int = 0
+    errors: int = 0
+    # Dry-run hits on interrupts a person has decided since, and how many of those agree.
+    judged: int = 0
+    agreed: int = 0
+    last_error: str = ""
+    by_group: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def agreement(self) -> float | None:
+        return self.agreed / self.judged if self.judged else None
+
+    @property
+    def agreement_text(self) -> str:
+        if not self.judged:
+            return "no human decisions yet"
+        return f"{self.agreed} of {self.judged} ({self.agreement:.0%})"
+
+
+def rule_stats(*, since: datetime | None = None) -> list[RuleStats]:
+    """Per rule (in precedence order): what it did on real traffic since `since`."""
+    stats = {
+        rule.pk: RuleStats(rule=rule) for rule in DecisionRule.objects.order_by("priority", "id")
+    }
+    hits = RuleHit.objects.all()
+    if since is not None:
+        hits = hits.filter(created_at__gte=since)
+    rows = hits.values(
+        "rule_id",
+        "mode",
+        "outcome",
+        "applied",
+        "skipped",
+        "error",
+        "interrupt__status",
+        "interrupt__response_type",
+        "interrupt__responded_by_id",
+        "interrupt__reviewer_group__name",
+    ).order_by("created_at")
+    for hit in rows:
+        entry = stats.get(hit["rule_id"])
+        if entry is None:
+            continue
+        if hit["error"]:
+            entry.errors += 1
+            entry.last_error = hit["error"]
+            continue
+        if hit["mode"] == DecisionRule.Mode.LIVE:
+            if hit["applied"]:
+                entry.live_decisions += 1
+                group = hit["interrupt__reviewer_group__name"] or "—"
+                entry.by_group[group] = entry.by_group.get(group, 0) + 1
+            elif hit["skipped"]:
+                entry.skipped += 1
+            continue
+        entry.dry_run_hits += 1
+        decided_by_person = (
+            hit["interrupt__status"] == HumanInterrupt.Status.RESOLVED
+            and hit["interrupt__responded_by_id"] is not None
+        )
+        if decided_by_person:
+            entry.judged += 1
+            entry.agreed += hit["interrupt__response_type"] == AGREES[hit["outcome"]]
+    return list(stats.values())
+
+
+def decision_sources(*, since: datetime) -> dict[str, Any]:
+    """Automatic vs human decisions per group, and the people-time rules saved.
+
+    Time saved = automatic decisions x the median time people took to decide (from
+    the audit trail's wait_seconds) over the same window.
+    """
+    per_group: dict[str, dict[str, int]] = {}
+    waits: list[float] = []
+    events = AuditEvent.objects.filter(
+        kind=AuditEvent.Kind.INTERRUPT_ANSWERED, created_at__gte=since
+    ).values_list("actor_id", "data")
+    automatic = 0
+    for actor_id, data in events:
+        group = (data or {}).get("group") or "—"
+        entry = per_group.setdefault(group, {"automatic": 0, "human": 0})
+        if (data or {}).get("rule"):
+            entry["automatic"] += 1
+            automatic += 1
+        elif actor_id is not None:
+            entry["human"] += 1
+            if isinstance((data or {}).get("wait_seconds"), (int, float)):
+                waits.append(float(data["wait_seconds"]))
+    median = statistics.median(waits) if waits else 0.0
+    return {
+        "groups": [{"group": name, **counts} for name, counts in sorted(per_group.items())],
+        "automatic": automatic,
+        "human_median_seconds": median,
+        "saved_seconds": automatic * median,
+    }

@@ -1,0 +1,32 @@
+"""The analytics page's automation section: automatic vs human decisions, rules, time saved."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hitl.core.rule_stats import decision_sources, rule_stats
+
+
+def automation_context(since: datetime, human_seconds) -> dict[str, Any]:
+    sources = decision_sources(since=since)
+    return {
+        "groups": sources["groups"],
+        "automatic": sources["automatic"],
+        "saved": human_seconds(sources["saved_seconds"]),
+        "median": human_seconds(sources["human_median_seconds"]),
+        "rules": [
+            {
+                "label": s.rule.label,
+                "mode": s.rule.get_mode_display(),
+                "outcome": s.rule.outcome,
+                "live": s.live_decisions,
+                "by_group": ", ".join(f"{g} {n}" for g, n in sorted(s.by_group.items())),
+                "dry_run": s.dry_run_hits,
+                "agreement": s.agreement_text,
+                "skipped": s.skipped,
+                "errors": s.errors,
+            }
+            for s in rule_stats(since=since)
+        ],
+    }

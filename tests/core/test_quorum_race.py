@@ -1,0 +1,47 @@
+"""Twenty reviewers racing on a 2-of-M item on Postgres: two approvals, one resume."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from hitl.core import services
+from hitl.core.models import ApiToken, Approval, HumanInterrupt, Run, Thread
+from tests.core.test_race import race
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def twenty(transactional_db, reviewers_group):
+    keys = {}
+    for i in range(20):
+        user = get_user_model().objects.create_user(username=f"eyes{i:02d}", password=None)
+        user.groups.add(reviewers_group)
+        keys[user.username] = ApiToken.issue(user=user)[1]
+    return keys
+
+
+def test_twenty_reviewers_racing_on_two_of_m_resume_exactly_once(manual_runs, requester, twenty):
+    run = services.run_start(graph="approval", input={"approvals": 2}, user=requester)
+    assert manual_runs(run) == "interrupted"
+    [row] = HumanInterrupt.objects.filter(run=run)
+    path = f"/api/v1/interrupts/{row.pk}/decision"
+
+    results = race([(key, path, {"type": "accept"}) for key in twenty.values()])
+
+    # One approval recorded, one that completed the quorum, eighteen too late.
+    statuses = Counter(status for _, status, _ in results)
+    assert statuses == {200: 2, 409: 18}
+    row.refresh_from_db()
+    assert (row.status, row.response_type) == ("resolved", "accept")
+    approvers = set(Approval.objects.filter(interrupt=row).values_list("user__username", flat=True))
+    assert len(approvers) == 2 and row.responded_by.username in approvers
+    late = {body["detail"] for _, status, body in results if status == 409}
+    assert late == {f"Already answered by {row.responded_by.username}."}
+    [resume] = Run.objects.filter(thread=row.thread, kind="resume")
+    assert resume.input == {"resume": {row.interrupt_id: {"type": "accept", "args": None}}}
+    assert manual_runs(resume) == "success"
+    assert Thread.objects.get(pk=row.thread_id).status == "done"

@@ -1,0 +1,56 @@
+"""The analytics page: automatic vs human decisions per rule and group, agreement, time saved."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from hitl.core import services
+from hitl.core.models import DecisionRule, HumanInterrupt
+from tests.review.conftest import human_interrupt, open_interrupts
+
+pytestmark = pytest.mark.django_db
+
+
+def test_analytics_shows_rules_agreement_and_time_saved(client, admin_user, requester, reviewer):
+    DecisionRule.objects.create(
+        name="never-delete", outcome="ignore", action="delete_*", mode="live"
+    )
+    DecisionRule.objects.create(
+        name="internal-mail",
+        outcome="accept",
+        action="send_email",
+        condition='args.to.endsWith("@ourcompany.com")',
+        mode="dry_run",
+    )
+    _, [mail, delete] = open_interrupts(
+        user=requester,
+        values=[
+            human_interrupt("send_email", {"to": "ann@ourcompany.com"}),
+            human_interrupt("delete_file", {"path": "/x"}),
+        ],
+    )
+    # A person took ten minutes over the mail.
+    HumanInterrupt.objects.filter(pk=mail.pk).update(
+        created_at=mail.created_at - timedelta(minutes=10)
+    )
+    services.interrupt_resolve(interrupt_id=mail.pk, user=reviewer, response_type="accept")
+
+    client.force_login(admin_user)
+    html = client.get("/analytics/", {"days": "7"}).content.decode()
+    groups = html[html.index('<table id="automation-groups"') :]
+    assert re.search(r"<td>reviewers</td><td>1</td><td>1</td>", groups)
+    rules = html[html.index('<table id="automation-rules"') :]
+    assert re.search(
+        r"<td>never-delete v1</td><td>live \(decides\)</td><td>ignore</td><td>1", rules
+    )
+    assert re.search(r"<td>internal-mail v1</td>.*?<td>1 of 1 \(100%\)</td>", rules)
+    saved = html[html.index('id="time-saved"') :]
+    assert "Rules decided <b>1</b> item in this period" in saved
+    assert "median of 10.0m" in saved and "about <b>10.0m</b>" in saved
+    # The rule's instant decision does not pull the people's latency down.
+    latency = html[html.index('<svg id="latency-chart"') :]
+    assert "p50 10.0m" in latency and "1 decision<" in latency
+    assert delete.pk
