@@ -53,11 +53,15 @@ def test_interrupt_and_completion_are_posted_signed(live, reviewer, receiver, ap
     done = receiver.requests[-1]["json"]
     assert done["values"]["sent"] is True
     assert done["run_id"] == str(Run.objects.get(thread_id=thread["thread_id"], kind="resume").pk)
-    deliveries = WebhookDelivery.objects.order_by("created_at")
-    assert [(d.event, d.status, d.attempts, d.response_status) for d in deliveries] == [
-        ("run.interrupted", "delivered", 1, 200),
-        ("run.success", "delivered", 1, 200),
-    ]
+    expected = [("run.interrupted", "delivered", 1, 200), ("run.success", "delivered", 1, 200)]
+
+    def recorded():
+        deliveries = WebhookDelivery.objects.order_by("created_at")
+        return [(d.event, d.status, d.attempts, d.response_status) for d in deliveries]
+
+    # The worker records the answer after the receiver has it: wait for that commit.
+    wait_for(lambda: recorded() == expected, what="the deliveries recorded")
+    assert recorded() == expected
 
 
 def test_a_failing_receiver_is_retried_with_backoff(live, reviewer, receiver):
