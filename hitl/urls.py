@@ -6,7 +6,7 @@ from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import views as ops
-from hitl.review import tokens, views
+from hitl.review import notify_views, tokens, views
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -32,6 +32,13 @@ urlpatterns = [
         name="interrupt-outcome",
     ),
     path("tokens/", tokens.token_list, name="tokens"),
+    # Notifications (issue 13): a message's signed deep link, and my preferences.
+    path("n/<str:token>/", notify_views.notification_open, name="notify-open"),
+    path(
+        "settings/notifications/",
+        notify_views.notification_preferences,
+        name="notify-preferences",
+    ),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("api/v1/", api.urls),
     # LangGraph-Server-compatible API and AG-UI endpoint (issue 6).

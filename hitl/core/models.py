@@ -439,3 +439,12 @@ class ToolExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"
+
+
+# Notification settings and outbox (issue 13), kept in their own module.
+from hitl.core.notify_models import (  # noqa: E402, F401
+    GroupNotificationSettings,
+    InterruptReminder,
+    Notification,
+    NotificationPreference,
+)
