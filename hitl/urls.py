@@ -6,7 +6,7 @@ from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import views as ops
-from hitl.review import notify_views, tokens, views
+from hitl.review import bulk_views, notify_views, tokens, views
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -24,6 +24,7 @@ urlpatterns = [
         name="artifact",
     ),
     path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
+    path("interrupts/bulk/", bulk_views.interrupt_bulk, name="interrupt-bulk"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
     path("interrupts/<uuid:interrupt_id>/undo/", views.interrupt_undo, name="interrupt-undo"),
     path(
