@@ -331,6 +331,8 @@ HITL_NOTIFY_BACKOFF_SECONDS = envfloat("HITL_NOTIFY_BACKOFF_SECONDS", 30.0)
 HITL_NOTIFY_LINK_MAX_AGE = envint("HITL_NOTIFY_LINK_MAX_AGE", 7 * 24 * 3600)
 # A reminder goes to the item's group this many seconds before it expires (0: none).
 HITL_NOTIFY_REMIND_BEFORE = envfloat("HITL_NOTIFY_REMIND_BEFORE", 900.0)
+# A reviewer's "I'm on it" claim lapses after this many minutes.
+HITL_CLAIM_MINUTES = envint("HITL_CLAIM_MINUTES", 30)
 
 # Checkpointer: Postgres when the app uses Postgres, SQLite file otherwise.
 HITL_CHECKPOINT_URL = envstr(

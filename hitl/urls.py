@@ -6,7 +6,7 @@ from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import views as ops
-from hitl.review import bulk_views, notify_views, tokens, views
+from hitl.review import bulk_views, claim_views, notify_views, tokens, views
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -27,6 +27,19 @@ urlpatterns = [
     path("interrupts/bulk/", bulk_views.interrupt_bulk, name="interrupt-bulk"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
     path("interrupts/<uuid:interrupt_id>/undo/", views.interrupt_undo, name="interrupt-undo"),
+    path(
+        "interrupts/<uuid:interrupt_id>/claim/", claim_views.interrupt_claim, name="interrupt-claim"
+    ),
+    path(
+        "interrupts/<uuid:interrupt_id>/unclaim/",
+        claim_views.interrupt_unclaim,
+        name="interrupt-unclaim",
+    ),
+    path(
+        "interrupts/<uuid:interrupt_id>/snooze/",
+        claim_views.interrupt_snooze,
+        name="interrupt-snooze",
+    ),
     path(
         "interrupts/<uuid:interrupt_id>/outcome/",
         views.interrupt_outcome,

@@ -333,6 +333,9 @@ class AuditEvent(models.Model):
         INTERRUPT_EXPIRED = "interrupt.expired"
         INTERRUPT_ESCALATED = "interrupt.escalated"
         INTERRUPT_CANCELLED = "interrupt.cancelled"
+        INTERRUPT_CLAIMED = "interrupt.claimed"
+        INTERRUPT_UNCLAIMED = "interrupt.unclaimed"
+        INTERRUPT_SNOOZED = "interrupt.snoozed"
         RUN_STARTED = "run.started"
         RUN_FINISHED = "run.finished"
         RUN_FAILED = "run.failed"
@@ -441,7 +444,8 @@ class ToolExecution(models.Model):
         return f"{self.tool} ({self.status})"
 
 
-# Notification settings and outbox (issue 13), kept in their own module.
+# Notification settings and outbox, claims and snoozes (issue 13), in their own modules.
+from hitl.core.claim_models import InterruptClaim, InterruptSnooze  # noqa: E402, F401
 from hitl.core.notify_models import (  # noqa: E402, F401
     GroupNotificationSettings,
     InterruptReminder,

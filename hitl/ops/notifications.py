@@ -168,6 +168,8 @@ def notification_collect(
 
 def on_interrupt_pending(message: InterruptChanged) -> None:
     """Core's interrupt.pending handler (runs after the interrupt committed)."""
+    if message.get("change"):  # claimed or released: not new to anyone
+        return
     row = (
         HumanInterrupt.objects.pending()
         .select_related("reviewer_group")

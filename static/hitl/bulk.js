@@ -24,6 +24,8 @@
     if (d.graph) params.set("graph", d.graph);
     if (d.clarification) params.set("clarification", d.clarification);
     if (d.mine) params.set("mine", "1");
+    if (d.claimed) params.set("claimed", d.claimed);
+    if (d.snoozed) params.set("snoozed", "1");
     return params;
   }
   function render() {
