@@ -10,15 +10,17 @@
       const mine = who !== "" && who === me;
       const chip = bar.querySelector("[data-claim-chip]");
       if (chip) {
-        chip.hidden = who === "";
+        if (chip.hidden !== (who === "")) chip.hidden = who === "";
         chip.classList.toggle("mine", mine);
         const label = chip.querySelector("[data-claim-who]");
-        if (label) label.textContent = mine ? "You are on it" : who + " is on it";
+        const text = mine ? "You are on it" : who + " is on it";
+        // Only on change: a write would wake the observer below again.
+        if (label && label.textContent !== text) label.textContent = text;
       }
       const take = bar.querySelector('[data-claim="take"]');
       const release = bar.querySelector('[data-claim="release"]');
-      if (take) take.hidden = who !== "";
-      if (release) release.hidden = !mine;
+      if (take && take.hidden !== (who !== "")) take.hidden = who !== "";
+      if (release && release.hidden !== !mine) release.hidden = !mine;
     });
   }
 
