@@ -44,6 +44,24 @@
     allButton.hidden = matching !== null;
     bar.querySelectorAll("[data-bulk]").forEach(function (button) { button.disabled = busy || n === 0; });
   }
+  const me = document.body.dataset.user || "";
+  function claimedByOthers(rowsToCheck) {
+    return rowsToCheck.filter(function (row) {
+      const chip = row && row.querySelector(".chip.claim[data-claimed-by]");
+      return chip && chip.dataset.claimedBy !== me;
+    });
+  }
+  // Quick keys on a row someone else claimed ask first (capture: before inbox.js acts).
+  window.addEventListener("keydown", function (event) {
+    if ((event.key !== "a" && event.key !== "i") || HITL.isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
+    const row = inbox.querySelector("tbody tr.row.selected");
+    const taken = claimedByOthers([row]);
+    if (taken.length && !window.confirm(taken[0].querySelector(".chip.claim").dataset.claimedBy + " is on it. Decide anyway?")) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
+
   function toggle(id, on) {
     matching = null;
     if (on) picked.add(id); else picked.delete(id);
@@ -93,6 +111,10 @@
     const answer = text.value.trim();
     if (type === "response" && !answer) { HITL.toast("Write the answer to send first.", { kind: "warn" }); text.focus(); return; }
     if (type !== "response" && answer) { HITL.toast("Only Respond sends text; clear it first.", { kind: "warn" }); return; }
+    const chosen = matching !== null ? boxes().map(function (b) { return b.closest("tr"); })
+      : Array.from(picked).map(function (id) { return document.getElementById("row-" + id); });
+    const taken = claimedByOthers(chosen);
+    if (taken.length && !window.confirm(taken.length + " of the selected items " + (taken.length === 1 ? "is" : "are") + " claimed by someone else. Decide anyway?")) return;
     const body = matching !== null ? filterParams() : new URLSearchParams();
     if (matching !== null) body.set("scope", "filter");
     else picked.forEach(function (id) { body.append("ids", id); });

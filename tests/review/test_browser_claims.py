@@ -73,3 +73,32 @@ def test_not_now_hides_the_item_from_my_inbox(
     rita.check("#id_snoozed")
     rita.wait_for_selector(f"#row-{row.pk}")
     shot(rita, "inbox-claim-and-snooze-filters")
+
+
+def test_inbox_decisions_on_an_item_claimed_by_another_ask_first(
+    asgi_server, browser_page, reviewer, second_reviewer, requester, settings
+):
+    from hitl.core import claims
+
+    settings.HITL_EXECUTOR = "manual"
+    _, (row,) = open_interrupts(user=requester, values=[human_interrupt("deploy")])
+    claims.interrupt_claim(interrupt_id=row.pk, user=second_reviewer)
+    rita = browser_page(asgi_server, "rita")
+    rita.wait_for_selector(f"#row-{row.pk} .chip.claim:has-text('sam is on it')")
+    dialogs: list[str] = []
+
+    def dismiss(dialog):
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    rita.on("dialog", dismiss)
+    rita.keyboard.press("a")  # the quick key on the highlighted row
+    rita.keyboard.press("x")
+    rita.click("[data-bulk=accept]")
+    rita.wait_for_timeout(500)
+    assert dialogs == [
+        "sam is on it. Decide anyway?",
+        "1 of the selected items is claimed by someone else. Decide anyway?",
+    ]
+    assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
+    shot(rita, "inbox-claimed-row")
