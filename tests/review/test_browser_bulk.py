@@ -4,6 +4,7 @@ page, per-item results show, and another reviewer's open inbox loses the rows li
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from hitl.core.models import HumanInterrupt
 from tests.review import test_browser
@@ -50,9 +51,8 @@ def test_bulk_accept_across_pages_with_results_and_live_removal(
     shot(page, "bulk-results")
 
     # Sam's inbox, open all along, loses the decided rows live.
-    other.wait_for_function(
-        "document.querySelectorAll('tbody tr.row').length === 0", timeout=30_000
-    )
+    # A locator wait: the page's CSP forbids the eval a string predicate would need.
+    expect(other.locator("tbody tr.row")).to_have_count(0, timeout=30_000)
     assert HumanInterrupt.objects.filter(status="resolved").count() == 30
     assert HumanInterrupt.objects.get(pk=locked.pk).status == "pending"
     assert page.errors == [] and other.errors == []

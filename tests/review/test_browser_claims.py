@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hitl.core.models import HumanInterrupt
+from tests.conftest import wait_for
 from tests.review import test_browser
 from tests.review.conftest import human_interrupt, open_interrupts
 from tests.review.test_browser_notify import shot
@@ -49,8 +50,9 @@ def test_a_claim_is_seen_live_and_deciding_over_it_asks_first(
 
     sam.once("dialog", lambda dialog: dialog.accept())
     sam.click(f"#interrupt-{row.pk} button[data-action=accept]")
-    sam.wait_for_url("**/threads/**")
-    sam.wait_for_timeout(500)
+    wait_for(
+        lambda: HumanInterrupt.objects.get(pk=row.pk).status == "resolved", 30, 0.1, "the decision"
+    )
     row.refresh_from_db()
     assert (row.status, row.responded_by) == ("resolved", second_reviewer)
     assert rita.errors == [] and sam.errors == []
