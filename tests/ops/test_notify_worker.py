@@ -63,7 +63,7 @@ def test_a_worker_sends_one_digest_per_channel_and_retries_a_failed_post(
         EMAIL_PORT=str(smtp.port),
         HITL_WEBHOOK_ALLOW_PRIVATE="1",
         HITL_WEBHOOK_HOSTS=f"127.0.0.1:{slack.port}",
-        HITL_NOTIFY_BATCH_SECONDS="3",
+        HITL_NOTIFY_BATCH_SECONDS="5",
         HITL_NOTIFY_BACKOFF_SECONDS="0.5",
         HITL_PUBLIC_URL="https://hitl.example.com",
     )
