@@ -270,7 +270,12 @@ CELERY_WORKER_CONCURRENCY = envint("HITL_WORKER_CONCURRENCY", 2)
 # connection around each task unless told to reuse them: 4 new Postgres sessions per
 # review cycle. Pooled connections are health-checked before use, so keep them.
 CELERY_DB_REUSE_MAX = envint("HITL_DB_REUSE_MAX", 1000)
-CELERY_IMPORTS = ("hitl.core.tasks", "hitl.ops.maintenance", "hitl.ops.webhooks")
+CELERY_IMPORTS = (
+    "hitl.core.tasks",
+    "hitl.ops.maintenance",
+    "hitl.ops.webhooks",
+    "hitl.ops.notifications",
+)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Periodic maintenance (celery beat): expire overdue interrupts, requeue runs whose
 # lease expired, re-send queued runs whose broker message never arrived.
@@ -294,11 +299,40 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": HITL_REAPER_SECONDS,
         "options": {"expires": HITL_REAPER_SECONDS},
     },
+    "hitl-notify-sweep": {
+        "task": "hitl.notify.sweep",
+        "schedule": envfloat("HITL_NOTIFY_SWEEP_SECONDS", 30.0),
+        "options": {"expires": 30.0},
+    },
 }
 # /metrics needs `Authorization: Bearer <HITL_METRICS_TOKEN>`; without a token it is
 # closed (404) unless HITL_METRICS_PUBLIC=1 opens it (a scraper on a private network).
 HITL_METRICS_TOKEN = envstr("HITL_METRICS_TOKEN")
 HITL_METRICS_PUBLIC = envbool("HITL_METRICS_PUBLIC", False)
+
+# Notifications (issue 13): e-mail through Django's e-mail framework (any SMTP server)
+# and Slack-compatible incoming webhooks (hosts allow-listed like run webhooks).
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "hitl@localhost")
+# Where links in messages point (the reviewers' address of this app).
+HITL_PUBLIC_URL = envstr("HITL_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# New items arriving within this many seconds go out as one message (a fan-out: one digest).
+HITL_NOTIFY_BATCH_SECONDS = envfloat("HITL_NOTIFY_BATCH_SECONDS", 5.0)
+HITL_NOTIFY_MAX_ATTEMPTS = envint("HITL_NOTIFY_MAX_ATTEMPTS", 5)
+HITL_NOTIFY_BACKOFF_SECONDS = envfloat("HITL_NOTIFY_BACKOFF_SECONDS", 30.0)
+# Deep links in messages expire after this many seconds (they always need a login too).
+HITL_NOTIFY_LINK_MAX_AGE = envint("HITL_NOTIFY_LINK_MAX_AGE", 7 * 24 * 3600)
+# A reminder goes to the item's group this many seconds before it expires (0: none).
+HITL_NOTIFY_REMIND_BEFORE = envfloat("HITL_NOTIFY_REMIND_BEFORE", 900.0)
+# A reviewer's "I'm on it" claim lapses after this many minutes.
+HITL_CLAIM_MINUTES = envint("HITL_CLAIM_MINUTES", 30)
 
 # Checkpointer: Postgres when the app uses Postgres, SQLite file otherwise.
 HITL_CHECKPOINT_URL = envstr(

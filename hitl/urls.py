@@ -6,7 +6,7 @@ from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import views as ops
-from hitl.review import tokens, views
+from hitl.review import bulk_views, claim_views, notify_views, tokens, views
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -24,14 +24,35 @@ urlpatterns = [
         name="artifact",
     ),
     path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
+    path("interrupts/bulk/", bulk_views.interrupt_bulk, name="interrupt-bulk"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
     path("interrupts/<uuid:interrupt_id>/undo/", views.interrupt_undo, name="interrupt-undo"),
+    path(
+        "interrupts/<uuid:interrupt_id>/claim/", claim_views.interrupt_claim, name="interrupt-claim"
+    ),
+    path(
+        "interrupts/<uuid:interrupt_id>/unclaim/",
+        claim_views.interrupt_unclaim,
+        name="interrupt-unclaim",
+    ),
+    path(
+        "interrupts/<uuid:interrupt_id>/snooze/",
+        claim_views.interrupt_snooze,
+        name="interrupt-snooze",
+    ),
     path(
         "interrupts/<uuid:interrupt_id>/outcome/",
         views.interrupt_outcome,
         name="interrupt-outcome",
     ),
     path("tokens/", tokens.token_list, name="tokens"),
+    # Notifications (issue 13): a message's signed deep link, and my preferences.
+    path("n/<str:token>/", notify_views.notification_open, name="notify-open"),
+    path(
+        "settings/notifications/",
+        notify_views.notification_preferences,
+        name="notify-preferences",
+    ),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("api/v1/", api.urls),
     # LangGraph-Server-compatible API and AG-UI endpoint (issue 6).

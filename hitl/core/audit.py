@@ -177,7 +177,7 @@ def _summary(event: AuditEvent) -> str:
         return str(data.get("status", ""))
     if kind == Kind.RUN_FAILED:
         return str(data.get("error", ""))[:200]
-    return ""
+    return str(data.get("note", ""))[:200]  # claims and snoozes say it in words
 
 
 def audit_entry(event: AuditEvent) -> AuditEntry:

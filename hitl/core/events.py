@@ -63,6 +63,9 @@ class InterruptChanged(TypedDict):
     reviewer_group_id: int | None
     status: str
     responded_by: NotRequired[str]
+    # A pending item that changed without being new (claimed, released): rows and cards
+    # are re-rendered, nobody is notified again.
+    change: NotRequired[str]
     # Added by INTERRUPT_PENDING handlers: the inbox row and a plain-text notification.
     html: NotRequired[str]
     notify: NotRequired[dict[str, str]]
@@ -305,6 +308,7 @@ def publish_interrupt_changed(
     reviewer_group_id: int | None,
     status: str,
     responded_by: str = "",
+    change: str = "",
 ) -> None:
     message: InterruptChanged = {
         "type": "interrupt.changed",
@@ -315,6 +319,8 @@ def publish_interrupt_changed(
     }
     if responded_by:
         message["responded_by"] = responded_by
+    if change:
+        message["change"] = change
     if status == "pending":
         try:
             _notify(INTERRUPT_PENDING, message)

@@ -382,6 +382,9 @@ class AuditEvent(models.Model):
         INTERRUPT_CANCELLED = "interrupt.cancelled"
         INTERRUPT_APPROVED = "interrupt.approved"
         INTERRUPT_RULE_FAILED = "interrupt.rule_failed"
+        INTERRUPT_CLAIMED = "interrupt.claimed"
+        INTERRUPT_UNCLAIMED = "interrupt.unclaimed"
+        INTERRUPT_SNOOZED = "interrupt.snoozed"
         RUN_STARTED = "run.started"
         RUN_FINISHED = "run.finished"
         RUN_FAILED = "run.failed"
@@ -491,6 +494,14 @@ class ToolExecution(models.Model):
 
 
 # Loaded here so Django registers them with the app.
+# Notification settings and outbox, claims and snoozes (issue 13), in their own modules.
+from hitl.core.claim_models import InterruptClaim, InterruptSnooze  # noqa: E402
+from hitl.core.notify_models import (  # noqa: E402
+    GroupNotificationSettings,
+    InterruptReminder,
+    Notification,
+    NotificationPreference,
+)
 from hitl.core.policy_models import Approval, DecisionRule, RuleHit  # noqa: E402
 
 __all__ = [
@@ -499,8 +510,14 @@ __all__ = [
     "Artifact",
     "AuditEvent",
     "DecisionRule",
+    "GroupNotificationSettings",
     "ExpiryPolicy",
     "HumanInterrupt",
+    "InterruptClaim",
+    "InterruptReminder",
+    "InterruptSnooze",
+    "Notification",
+    "NotificationPreference",
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",

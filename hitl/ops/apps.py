@@ -10,7 +10,10 @@ class OpsConfig(AppConfig):
 
     def ready(self) -> None:
         from hitl.core import events
-        from hitl.ops import webhooks
+        from hitl.ops import notifications, webhooks
 
         # Ended and paused runs with a webhook get a delivery row in the same transaction.
         events.subscribe(events.RUN_ENDED, webhooks.on_run_ended)
+        # New pending items (and escalated ones) reach people by e-mail and Slack.
+        events.subscribe(events.INTERRUPT_PENDING, notifications.on_interrupt_pending)
+        from hitl.ops import notify_admin  # noqa: F401 (registers the notification admin)

@@ -27,6 +27,7 @@ from hitl.core.errors import is_transient
 from hitl.core.models import HumanInterrupt, Run
 from hitl.core.services import ServiceError
 from hitl.ops import services as ops_services
+from hitl.ops.notifications import notify_sweep
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,7 @@ def _sweep_forever() -> None:
             if now >= next_expiry:
                 next_expiry = now + settings.HITL_EXPIRY_SWEEP_SECONDS
                 expire_due_interrupts()
+                notify_sweep()  # reminders before expiry, messages whose timer was lost
             if now >= next_reap:
                 next_reap = now + settings.HITL_REAPER_SECONDS
                 reap_runs()

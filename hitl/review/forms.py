@@ -65,6 +65,16 @@ class InboxFilterForm(forms.Form):
         required=False,
     )
     mine = forms.BooleanField(required=False)
+    claimed = forms.ChoiceField(
+        choices=[
+            ("", "any claim"),
+            ("mine", "claimed by me"),
+            ("others", "claimed by others"),
+            ("unclaimed", "unclaimed"),
+        ],
+        required=False,
+    )
+    snoozed = forms.BooleanField(required=False)
     order = forms.ChoiceField(
         choices=[("newest", "newest first"), ("oldest", "oldest first")], required=False
     )
@@ -87,6 +97,8 @@ class InboxFilterForm(forms.Form):
             graph=data.get("graph") or "",
             clarification=data.get("clarification") or "",
             mine=bool(data.get("mine")),
+            claimed=data.get("claimed") or "",
+            snoozed=bool(data.get("snoozed")),
             order=data.get("order") or "newest",
             after=data.get("after") or "",
             before=data.get("before") or "",

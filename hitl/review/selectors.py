@@ -14,6 +14,7 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
+from hitl.core.claims import filter_claims, snoozed_by
 from hitl.core.errors import without_paths
 from hitl.core.models import Artifact, HumanInterrupt, Run, Thread, ToolExecution
 from hitl.core.selectors import user_can_review, user_can_review_all, user_group_ids
@@ -42,6 +43,8 @@ class InboxQuery:
     before: str = ""
     last: bool = False
     page_size: int = PAGE_SIZE
+    claimed: str = ""  # "", "mine", "others", "unclaimed"
+    snoozed: bool = False  # show the items I set aside ("not now") too
 
 
 @dataclass
@@ -95,6 +98,10 @@ def pending_interrupts_for(user, query: InboxQuery) -> QuerySet[HumanInterrupt]:
         qs = qs.filter(thread__graph=query.graph)
     if query.clarification:
         qs = qs.filter(_clarification_q(query.clarification))
+    if query.claimed:
+        qs = filter_claims(qs, query.claimed, user)
+    if not query.snoozed:
+        qs = qs.exclude(snoozed_by(user))
     return qs
 
 
@@ -192,7 +199,7 @@ def inbox_page(user, query: InboxQuery) -> InboxPage:
     """A page of the inbox; a fixed number of queries whatever the page size or depth."""
     if query.tab == INTERRUPT_TAB:
         qs = pending_interrupts_for(user, query).select_related(
-            "thread", "reviewer_group", "thread__requester"
+            "thread", "reviewer_group", "thread__requester", "claim__user"
         )
         page = _keyset(qs, query, "created_at")
         page.kind = "interrupts"

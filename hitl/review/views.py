@@ -62,6 +62,8 @@ def inbox(request):
             "graph": query.graph,
             "clarification": query.clarification,
             "mine": "1" if query.mine else "",
+            "claimed": query.claimed,
+            "snoozed": "1" if query.snoozed else "",
             "order": query.order if query.order != "newest" else "",
         }.items()
         if v

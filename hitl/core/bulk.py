@@ -1,0 +1,88 @@
+"""Bulk decisions: one decision applied to many interrupts, each through `interrupt_resolve`.
+
+Every item is decided on its own (its own transaction, locks, config and schema checks,
+audit record and live event), so a bulk accept is exactly N single accepts. Items whose
+config does not allow the decision are skipped and listed, never forced.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hitl.core import services
+from hitl.core.errors import Conflict, Invalid, ServiceError
+from hitl.core.models import HumanInterrupt
+
+BULK_TYPES = ("accept", "ignore", "response")
+MAX_BULK_ITEMS = 500  # below DATA_UPLOAD_MAX_NUMBER_FIELDS (1000) with room to spare
+MAX_TEXT = 10_000
+
+Outcome = Literal["decided", "skipped", "answered", "refused"]
+
+
+@dataclass
+class BulkResult:
+    interrupt_id: str
+    row: HumanInterrupt | None
+    outcome: Outcome
+    reason: str = ""
+
+
+def parse_ids(values: list[Any]) -> list[uuid.UUID]:
+    """Item ids in the order given, without repeats; Invalid for anything else."""
+    if not values:
+        raise Invalid("Select at least one item.")
+    if len(values) > MAX_BULK_ITEMS:
+        raise Invalid(f"At most {MAX_BULK_ITEMS} items at once; narrow the filter.")
+    try:
+        ids = [uuid.UUID(str(value)) for value in values]
+    except ValueError:
+        raise Invalid("Items are named by their ids.") from None
+    return list(dict.fromkeys(ids))
+
+
+def interrupt_bulk_decide(
+    *, user, interrupt_ids: list[Any], response_type: str, text: str = ""
+) -> list[BulkResult]:
+    """Decide each item as the user; one result per item, in the order given."""
+    if response_type not in BULK_TYPES:
+        raise Invalid("Bulk decisions are accept, ignore or response.")
+    if not isinstance(text, str) or len(text) > MAX_TEXT:
+        raise Invalid(f"The answer is text of at most {MAX_TEXT} characters.")
+    text = text.strip()
+    if response_type == "response" and not text:
+        raise Invalid("Write the answer to send with Respond.")
+    if response_type != "response" and text:
+        raise Invalid("Only Respond sends text; clear it to accept or ignore.")
+    ids = parse_ids(interrupt_ids)
+    rows = HumanInterrupt.objects.filter(pk__in=ids)
+    by_id = {row.pk: row for row in rows}
+    results: list[BulkResult] = []
+    for pk in ids:
+        row = by_id.get(pk)
+        if row is None:
+            results.append(BulkResult(str(pk), None, "refused", "No such item."))
+            continue
+        if row.status == HumanInterrupt.Status.PENDING and response_type not in row.allowed_types:
+            verb = "respond" if response_type == "response" else response_type
+            results.append(
+                BulkResult(str(pk), row, "skipped", f"Its config does not allow {verb}.")
+            )
+            continue
+        try:
+            services.interrupt_resolve(
+                interrupt_id=pk,
+                user=user,
+                response_type=response_type,
+                args=text if response_type == "response" else None,
+                thread_id=row.thread_id,
+            )
+        except Conflict as exc:
+            results.append(BulkResult(str(pk), row, "answered", exc.message))
+        except ServiceError as exc:
+            results.append(BulkResult(str(pk), row, "refused", exc.message))
+        else:
+            results.append(BulkResult(str(pk), row, "decided"))
+    return results

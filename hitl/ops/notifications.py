@@ -1,0 +1,375 @@
+"""Notifications outside the browser: e-mail and Slack-compatible webhooks.
+
+A new pending interrupt (core's interrupt.pending event, subscribed in hitl/ops/apps.py)
+joins one *collecting* Notification per destination (a member's e-mail or webhook, the
+group's own addresses). The message goes out at its `send_after`: a short batching
+delay, then no sooner than the destination's digest window allows and not inside its
+quiet hours. So 50 interrupts from one fan-out become one digest.
+
+Sending is the `notification_deliver` Celery task (ids only), retried with exponential
+backoff until HITL_NOTIFY_MAX_ATTEMPTS; every attempt is logged on the row (admin).
+Slack URLs go through the run-webhook SSRF guard: allow-listed host and port, checked
+resolved address, no redirects.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import smtplib
+import threading
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from celery import shared_task
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.mail import EmailMultiAlternatives, get_connection
+from django.db import IntegrityError, close_old_connections, transaction
+from django.utils import timezone
+
+from hitl.core.events import InterruptChanged
+from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
+from hitl.core.webhook_urls import WebhookNotAllowed
+from hitl.ops import notify_messages
+from hitl.ops.webhooks import _post
+
+log = logging.getLogger(__name__)
+
+STALE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Destination:
+    channel: str
+    address: str
+    user_id: int | None = None
+    group_id: int | None = None
+    digest_minutes: int = 0
+    quiet: tuple[time, time, str] | None = None  # (start, end, time zone)
+
+
+def destinations_for(group: Group) -> list[Destination]:
+    """Who hears about a pending item of `group`: members by their preferences, then the
+    group's own addresses; one destination per address."""
+    from hitl.core.models import GroupNotificationSettings
+
+    config = GroupNotificationSettings.objects.filter(group=group).first()
+    found: dict[tuple[str, str], Destination] = {}
+
+    def add(dest: Destination) -> None:
+        found.setdefault((dest.channel, dest.address.lower()), dest)
+
+    members = group.user_set.filter(is_active=True).select_related("hitl_notify").order_by("pk")
+    for user in members:
+        try:
+            pref = user.hitl_notify
+        except ObjectDoesNotExist:
+            pref = None
+        email_on = pref.email if pref else bool(config and config.email_members)
+        digest = pref.digest_minutes if pref else 0
+        quiet = None
+        if pref and pref.quiet_start is not None and pref.quiet_end is not None:
+            quiet = (pref.quiet_start, pref.quiet_end, pref.timezone)
+        if email_on and user.email:
+            add(Destination("email", user.email, user.pk, None, digest, quiet))
+        if pref and pref.slack_webhook_url:
+            add(Destination("slack", pref.slack_webhook_url, user.pk, None, digest, quiet))
+    if config:
+        for address in config.addresses():
+            add(Destination("email", address, None, group.pk, config.digest_minutes))
+        if config.slack_webhook_url:
+            add(
+                Destination(
+                    "slack", config.slack_webhook_url, None, group.pk, config.digest_minutes
+                )
+            )
+    return list(found.values())
+
+
+def quiet_until(moment: datetime, quiet: tuple[time, time, str] | None) -> datetime:
+    """`moment`, or the end of the quiet hours it falls in."""
+    if not quiet or quiet[0] == quiet[1]:
+        return moment
+    start, end, zone = quiet
+    local = moment.astimezone(ZoneInfo(zone))
+    now = local.time()
+    if start < end:
+        inside, end_day = start <= now < end, local.date()
+    else:  # overnight, e.g. 22:00-07:00
+        inside = now >= start or now < end
+        end_day = local.date() + timedelta(days=1) if now >= start else local.date()
+    if not inside:
+        return moment
+    return datetime.combine(end_day, end, tzinfo=local.tzinfo).astimezone(moment.tzinfo)
+
+
+def _send_time(dest: Destination, kind: str, now: datetime) -> datetime:
+    if kind == Notification.Kind.REMINDER:
+        return now  # a reminder is about a deadline: no batching, no digest window
+    at = now + timedelta(seconds=settings.HITL_NOTIFY_BATCH_SECONDS)
+    if dest.digest_minutes:
+        last = (
+            Notification.objects.filter(
+                channel=dest.channel, address=dest.address, status=Notification.Status.SENT
+            )
+            .order_by("-sent_at")
+            .values_list("sent_at", flat=True)
+            .first()
+        )
+        if last:
+            at = max(at, last + timedelta(minutes=dest.digest_minutes))
+    return quiet_until(at, dest.quiet)
+
+
+def notification_collect(
+    *, dest: Destination, interrupt_id: Any, kind: str = Notification.Kind.PENDING, now=None
+) -> Notification:
+    """Add an interrupt to the destination's open message (opening one if needed)."""
+    now = now or timezone.now()
+    for _ in range(3):
+        try:
+            with transaction.atomic():
+                open_one = (
+                    Notification.objects.select_for_update()
+                    .filter(
+                        channel=dest.channel,
+                        address=dest.address,
+                        kind=kind,
+                        status=Notification.Status.COLLECTING,
+                    )
+                    .first()
+                )
+                if open_one is not None:
+                    if str(interrupt_id) not in open_one.interrupt_ids:
+                        open_one.interrupt_ids.append(str(interrupt_id))
+                        open_one.save(update_fields=["interrupt_ids"])
+                    return open_one
+                created = Notification.objects.create(
+                    channel=dest.channel,
+                    address=dest.address,
+                    kind=kind,
+                    user_id=dest.user_id,
+                    group_id=dest.group_id,
+                    interrupt_ids=[str(interrupt_id)],
+                    send_after=_send_time(dest, kind, now),
+                )
+                delay = max((created.send_after - now).total_seconds(), 0)
+                transaction.on_commit(lambda pk=created.pk, delay=delay: _send_later(pk, delay))
+                return created
+        except IntegrityError:  # another process opened it first: join that one
+            continue
+    raise RuntimeError("could not open a notification")  # pragma: no cover
+
+
+def on_interrupt_pending(message: InterruptChanged) -> None:
+    """Core's interrupt.pending handler (runs after the interrupt committed)."""
+    if message.get("change"):  # claimed or released: not new to anyone
+        return
+    row = (
+        HumanInterrupt.objects.pending()
+        .select_related("reviewer_group")
+        .filter(pk=message["interrupt_id"])
+        .first()
+    )
+    if row is None or row.reviewer_group is None:
+        return
+    for dest in destinations_for(row.reviewer_group):
+        notification_collect(dest=dest, interrupt_id=row.pk)
+
+
+def _send_later(notification_id: Any, countdown: float = 0) -> None:
+    if settings.HITL_EXECUTOR == "celery":
+        try:
+            notification_deliver.apply_async(
+                args=[str(notification_id)], countdown=countdown, retry=False
+            )
+        except Exception:  # the row stays; the sweep sends it once the broker is back
+            log.exception("could not enqueue notification %s", notification_id)
+        return
+    if settings.HITL_EXECUTOR == "manual":
+        return  # tests drive delivery with notification_attempt / notify_sweep
+    timer = threading.Timer(countdown, _deliver_in_thread, args=[str(notification_id)])
+    timer.daemon = True
+    timer.start()
+
+
+def _deliver_in_thread(notification_id: str) -> None:
+    close_old_connections()
+    try:
+        retry_in = notification_attempt(notification_id=notification_id)
+    finally:
+        close_old_connections()
+    if retry_in is not None:
+        _send_later(notification_id, retry_in)
+
+
+def backoff(attempts: int) -> float:
+    return min(settings.HITL_NOTIFY_BACKOFF_SECONDS * 2 ** max(attempts - 1, 0), 3600.0)
+
+
+def _finalize(notification: Notification) -> bool:
+    """Render a collecting message from its still-pending items; False if none is left."""
+    rows = list(
+        HumanInterrupt.objects.pending()
+        .select_related("reviewer_group")
+        .filter(pk__in=notification.interrupt_ids)
+        .order_by("created_at", "position")
+    )
+    if not rows:
+        notification.status = Notification.Status.SKIPPED
+        return False
+    notification.interrupt_ids = [str(row.pk) for row in rows]
+    subject, text, payload = notify_messages.render(notification, rows)
+    notification.subject, notification.body, notification.payload = subject[:300], text, payload
+    notification.status = Notification.Status.PENDING
+    return True
+
+
+def _send(notification: Notification) -> None:
+    if notification.channel == Notification.Channel.EMAIL:
+        message = EmailMultiAlternatives(
+            subject=notification.subject,
+            body=notification.body,
+            to=[notification.address],
+            connection=get_connection(fail_silently=False),
+            headers={"X-HITL-Notification": str(notification.pk)},
+        )
+        if notification.payload.get("html"):
+            message.attach_alternative(notification.payload["html"], "text/html")
+        message.send()
+        return
+    body = json.dumps(notification.payload, separators=(",", ":")).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "hitl-notify/1"}
+    status = _post(notification.address, body, headers)
+    if not 200 <= status < 300:
+        extra = ": redirects are not followed" if 300 <= status < 400 else ""
+        raise http.client.HTTPException(f"HTTP {status}{extra}")
+
+
+def notification_attempt(*, notification_id: Any, now: datetime | None = None) -> float | None:
+    """Send one notification once (when due). Returns seconds until the next try, or None."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        notification = (
+            Notification.objects.select_for_update(skip_locked=True)
+            .filter(
+                pk=notification_id,
+                status__in=[Notification.Status.COLLECTING, Notification.Status.PENDING],
+            )
+            .first()
+        )
+        if notification is None:  # sent, failed, skipped, or another worker holds it
+            return None
+        if notification.status == Notification.Status.COLLECTING:
+            if notification.send_after > now:
+                return (notification.send_after - now).total_seconds()
+            if not _finalize(notification):
+                notification.save(update_fields=["status", "interrupt_ids"])
+                return None
+        notification.attempts += 1
+        error = ""
+        try:
+            # The row stays locked while sending, so two workers never send it twice.
+            _send(notification)
+        except WebhookNotAllowed as exc:
+            error = str(exc)
+            notification.attempts = max(notification.attempts, settings.HITL_NOTIFY_MAX_ATTEMPTS)
+        except (smtplib.SMTPException, http.client.HTTPException, OSError, ValueError) as exc:
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+        notification.attempt_log.append(
+            {"at": timezone.now().isoformat(), "ok": not error, "error": error}
+        )
+        retry_in = None
+        if not error:
+            notification.status = Notification.Status.SENT
+            notification.sent_at = timezone.now()
+            notification.last_error = ""
+        else:
+            notification.last_error = error
+            if notification.attempts >= settings.HITL_NOTIFY_MAX_ATTEMPTS:
+                notification.status = Notification.Status.FAILED
+            else:
+                retry_in = backoff(notification.attempts)
+        notification.save()
+    if notification.status == Notification.Status.FAILED:
+        log.warning("notification %s failed for good: %s", notification.pk, error)
+    return retry_in
+
+
+@shared_task(
+    name="hitl.notify.deliver",
+    bind=True,
+    acks_late=True,
+    max_retries=None,
+    time_limit=120,
+    soft_time_limit=90,
+)
+def notification_deliver(self, notification_id: str) -> str:
+    """Send one notification when due (ids only, JSON); reschedule itself with backoff."""
+    close_old_connections()
+    retry_in = notification_attempt(notification_id=notification_id)
+    if retry_in is not None:
+        raise self.retry(countdown=retry_in)
+    return "done"
+
+
+# --- the sweep: reminders before expiry, and messages whose timer was lost ----------------
+
+
+def remind_due(*, now: datetime | None = None, limit: int = 200) -> int:
+    """Remind each expiring item's group once per escalation step."""
+    if not settings.HITL_NOTIFY_REMIND_BEFORE:
+        return 0
+    now = now or timezone.now()
+    soon = now + timedelta(seconds=settings.HITL_NOTIFY_REMIND_BEFORE)
+    rows = list(
+        HumanInterrupt.objects.pending()
+        .filter(expires_at__gt=now, expires_at__lte=soon, reviewer_group__isnull=False)
+        .select_related("reviewer_group")
+        .order_by("expires_at")[:limit]
+    )
+    done = 0
+    for row in rows:
+        try:
+            with transaction.atomic():
+                InterruptReminder.objects.create(
+                    interrupt=row, escalation_count=row.escalation_count
+                )
+                for dest in destinations_for(row.reviewer_group):
+                    notification_collect(
+                        dest=dest, interrupt_id=row.pk, kind=Notification.Kind.REMINDER, now=now
+                    )
+        except IntegrityError:  # reminded already (or by a concurrent sweep)
+            continue
+        done += 1
+    return done
+
+
+def notify_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    now = now or timezone.now()
+    reminded = remind_due(now=now)
+    # Messages whose timer or task was lost (a restart, a broker outage).
+    stale = now - timedelta(seconds=STALE_SECONDS)
+    lost = list(
+        Notification.objects.filter(
+            status=Notification.Status.COLLECTING, send_after__lte=stale
+        ).values_list("pk", flat=True)[:200]
+    ) + list(
+        Notification.objects.filter(
+            status=Notification.Status.PENDING, attempts=0, created_at__lte=stale
+        ).values_list("pk", flat=True)[:200]
+    )
+    for pk in lost:
+        _send_later(pk)
+    return {"reminded": reminded, "resent": len(lost)}
+
+
+@shared_task(name="hitl.notify.sweep", ignore_result=True, time_limit=120)
+def notify_sweep_task() -> dict[str, int]:
+    close_old_connections()
+    return notify_sweep()

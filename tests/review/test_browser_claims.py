@@ -1,0 +1,106 @@
+"""Claims and "not now" in real Chromium: a claim shows up live on another reviewer's
+page, whose decision then asks for a confirmation; "not now" empties my own inbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from hitl.core.models import HumanInterrupt
+from tests.conftest import wait_for
+from tests.review import test_browser
+from tests.review.conftest import human_interrupt, open_interrupts
+from tests.review.test_browser_notify import shot
+
+chromium = test_browser.chromium
+browser_page = test_browser.browser_page
+
+pytestmark = [pytest.mark.postgres, pytest.mark.browser]
+
+
+def test_a_claim_is_seen_live_and_deciding_over_it_asks_first(
+    asgi_server, browser_page, reviewer, second_reviewer, requester, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    thread, (row,) = open_interrupts(user=requester, values=[human_interrupt("deploy")])
+    rita = browser_page(asgi_server, "rita")
+    sam = browser_page(asgi_server, "sam")
+    for page in (rita, sam):
+        page.goto(f"/threads/{thread.pk}/")
+        page.wait_for_selector(f"#interrupt-{row.pk}")
+    sam.wait_for_timeout(500)  # its socket has joined the thread group
+
+    rita.click("text=I'm on it")
+    rita.wait_for_selector("[data-claim-chip]:has-text('You are on it')")
+    rita.wait_for_selector("[data-claim=release]:visible")
+    sam.wait_for_selector("[data-claim-chip]:has-text('rita is on it')", timeout=15_000)
+    assert sam.locator("[data-claim=take]").is_hidden()
+    shot(sam, "claim-seen-by-another-reviewer")
+
+    dialogs: list[str] = []
+
+    def dismiss(dialog):
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    sam.once("dialog", dismiss)
+    sam.click(f"#interrupt-{row.pk} button[data-action=accept]")
+    sam.wait_for_timeout(500)
+    assert dialogs == ["rita is on it. Decide anyway?"]
+    assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
+
+    sam.once("dialog", lambda dialog: dialog.accept())
+    sam.click(f"#interrupt-{row.pk} button[data-action=accept]")
+    wait_for(
+        lambda: HumanInterrupt.objects.get(pk=row.pk).status == "resolved", 30, 0.1, "the decision"
+    )
+    row.refresh_from_db()
+    assert (row.status, row.responded_by) == ("resolved", second_reviewer)
+    assert rita.errors == [] and sam.errors == []
+
+
+def test_not_now_hides_the_item_from_my_inbox(
+    asgi_server, browser_page, reviewer, requester, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    thread, (row,) = open_interrupts(user=requester, values=[human_interrupt("deploy")])
+    rita = browser_page(asgi_server, "rita")
+    assert rita.locator(f"#row-{row.pk}").count() == 1
+    rita.goto(f"/threads/{thread.pk}/")
+    rita.select_option(f"#interrupt-{row.pk} .snooze-form select", "4h")
+    shot(rita, "claim-and-not-now-controls")
+    rita.click(f"#interrupt-{row.pk} .snooze-form button")
+    rita.wait_for_selector("text=Hidden from your pending list until")
+    rita.goto("/")
+    assert rita.locator(f"#row-{row.pk}").count() == 0
+    rita.check("#id_snoozed")
+    rita.wait_for_selector(f"#row-{row.pk}")
+    shot(rita, "inbox-claim-and-snooze-filters")
+
+
+def test_inbox_decisions_on_an_item_claimed_by_another_ask_first(
+    asgi_server, browser_page, reviewer, second_reviewer, requester, settings
+):
+    from hitl.core import claims
+
+    settings.HITL_EXECUTOR = "manual"
+    _, (row,) = open_interrupts(user=requester, values=[human_interrupt("deploy")])
+    claims.interrupt_claim(interrupt_id=row.pk, user=second_reviewer)
+    rita = browser_page(asgi_server, "rita")
+    rita.wait_for_selector(f"#row-{row.pk} .chip.claim:has-text('sam is on it')")
+    dialogs: list[str] = []
+
+    def dismiss(dialog):
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    rita.on("dialog", dismiss)
+    rita.keyboard.press("a")  # the quick key on the highlighted row
+    rita.keyboard.press("x")
+    rita.click("[data-bulk=accept]")
+    rita.wait_for_timeout(500)
+    assert dialogs == [
+        "sam is on it. Decide anyway?",
+        "1 of the selected items is claimed by someone else. Decide anyway?",
+    ]
+    assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
+    shot(rita, "inbox-claimed-row")
