@@ -193,7 +193,7 @@ def _result_items(value: Any) -> list[tuple[str, str, bool]]:
     return items
 
 
-SECTIONS = ("status", "actions", "result", "artifacts", "conversation", "runs")
+SECTIONS = ("status", "actions", "result", "artifacts", "conversation", "runs", "audit")
 
 
 def thread_sections(thread: Thread, user, request=None) -> dict[str, str]:
