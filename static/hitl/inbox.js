@@ -77,13 +77,14 @@
         headers: { Accept: "application/json" },
         credentials: "same-origin",
       });
-      const data = await response.json();
+      let data = {};
+      try { data = await response.json(); } catch (e) { /* not JSON: said below */ }
       if (response.ok) {
         removeRow(row.dataset.id);
         HITL.undoToast(data.message || (type === "accept" ? "Accepted." : "Ignored."), data.undo);
       } else {
         delete row.dataset.busy;
-        HITL.toast(data.error || "That did not work.", { kind: "warn" });
+        HITL.failureToast(response, data);
       }
     } catch (e) {
       delete row.dataset.busy;
