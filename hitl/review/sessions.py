@@ -52,7 +52,7 @@ def _is_reviewer_page(request: HttpRequest) -> bool:
     except Resolver404:
         return False
     module = getattr(match.func, "__module__", "")
-    return module in ("hitl.review.views", "hitl.review.tokens")
+    return module.startswith("hitl.review.") or module == "hitl.ops.thread_actions"
 
 
 class SessionExpiryMiddleware:
