@@ -20,6 +20,7 @@ from hitl.core.selectors import (
     user_can_review,
     user_can_run_thread,
 )
+from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
@@ -147,6 +148,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     )
     for row in decided:
         row.response_json = pretty_json(row.response_args) if row.response_args is not None else ""
+    label_decided(decided)
     final = thread_final_result(thread)
     failed = thread_failed_actions(thread)
     mark_failed_actions(runs, failed)
@@ -183,6 +185,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "artifacts": thread_artifacts(thread),
         "conversation": thread_conversation(thread),
         "audit": audit_for_thread(thread, limit=200),
+        **batch_context(thread, user),
         "is_staff": user.is_staff,
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and (user.is_staff or thread.requester_id == user.pk or user.has_perm("hitl.review_all")),
@@ -217,6 +220,7 @@ def _result_items(value: Any) -> list[tuple[str, str, bool]]:
 SECTIONS = (
     "status",
     "actions",
+    "batch",
     "failure",
     "result",
     "artifacts",
