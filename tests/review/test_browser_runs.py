@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hitl.core import runs, services
-from hitl.core.models import Run
+from hitl.core.models import HumanInterrupt, Run
+from tests.conftest import wait_for
 from tests.review import test_browser as base
 from tests.review.conftest import WORKER
 from tests.review.test_browser import assert_not_reloaded, mark_no_reload
@@ -52,3 +53,47 @@ def test_a_failed_run_shows_a_banner_live_and_can_be_retried(
     assert Run.objects.get(pk=run.pk).status == "queued"
     quinn.wait_for_selector("#run-failed", state="detached")
     assert quinn.errors == [] and ada.errors == []
+
+
+def test_parallel_items_count_down_answer_alike_and_stay_to_show_the_resume(
+    asgi_server, celery_worker, browser_page, reviewer
+):
+    elsewhere = services.run_start(graph="approval", input={"request": "q3"}, user=reviewer)
+    run = services.run_start(
+        graph="parallel_approval",
+        input={"files": ["a.txt", "b.txt", "c.txt"]},
+        user=reviewer,
+        title="Clean up",
+    )
+    page = browser_page(asgi_server, "rita")
+    watcher = browser_page(asgi_server, "rita")
+    for p in (page, watcher):
+        p.goto(f"/threads/{run.thread_id}/")
+        p.wait_for_selector("#live-indicator[data-state=live]")
+    wait_for(lambda: page.locator("article.interrupt").count() == 3, what="three cards", timeout=30)
+    wait_for(lambda: "0 of 3 answered" in watcher.inner_text("#section-batch"), what="count")
+    mark_no_reload(watcher)
+    wait_for(
+        lambda: HumanInterrupt.objects.filter(thread_id=elsewhere.thread_id).exists(),
+        what="the other thread's item",
+    )
+
+    page.reload()
+    first = page.locator("article.interrupt").first
+    first.locator("button.btn-accept").click()
+    page.wait_for_selector(".flash:has-text('(item 1 of 3).')")
+    assert "Approved: delete file (item 1 of 3)." in page.inner_text(".flashes")
+    wait_for(lambda: "1 of 3 answered" in watcher.inner_text("#section-batch"), what="live count")
+    assert "(2 left)" in watcher.inner_text("#section-batch")
+
+    page.click("#batch button:has-text('Ignore all 2')")
+    page.wait_for_selector(".flash:has-text('Ignored 2')")
+    assert f"/threads/{run.thread_id}/" in page.url  # stayed on the thread
+    # The resume shows on both pages, with the next item one click away.
+    for p in (page, watcher):
+        p.wait_for_selector("#batch .status-success", timeout=30_000)
+        assert "3 of 3 answered" in p.inner_text("#batch")
+    assert_not_reloaded(watcher)
+    page.click("#batch a:has-text('Next item')")
+    page.wait_for_url(f"**/threads/{elsewhere.thread_id}/#interrupt-*")
+    assert page.errors == [] and watcher.errors == []
