@@ -228,6 +228,7 @@
     el.textContent = text;
   }
   function onEvent(event) {
+    document.dispatchEvent(new CustomEvent("hitl:thread-event", { detail: event }));
     switch (event.type) {
       case "RUN_STARTED": note("Run started…"); break;
       case "STEP_STARTED": note("Working: " + event.stepName + "…"); break;

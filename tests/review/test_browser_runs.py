@@ -97,3 +97,43 @@ def test_parallel_items_count_down_answer_alike_and_stay_to_show_the_resume(
     page.click("#batch a:has-text('Next item')")
     page.wait_for_url(f"**/threads/{elsewhere.thread_id}/#interrupt-*")
     assert page.errors == [] and watcher.errors == []
+
+
+def test_a_slow_run_shows_working_elapsed_time_and_the_current_node(
+    asgi_server, worker_factory, browser_page, reviewer
+):
+    worker_factory("slow", HITL_SCRIPTED_DELAY="3")  # every model call takes 3 s
+    page = browser_page(asgi_server, "rita")
+    page.goto("/threads/new/")
+    page.select_option("#id_graph", "demo")
+    page.fill("#id_title", "Slow report")
+    page.click("button.primary")
+    page.wait_for_url("**/threads/*/")
+    page.wait_for_selector("#live-indicator[data-state=live]")
+    # The first model call: working, with a clock.
+    page.wait_for_selector("#run-progress:not([hidden])")
+    wait_for(
+        lambda: page.inner_text("#run-progress .elapsed") in ("1 s", "2 s", "3 s"), what="clock"
+    )
+    page.locator("article.interrupt button.option:has-text('Q3 2025')").click(timeout=30_000)
+    page.wait_for_selector(".flash:has-text('Answer sent')")
+    mark_no_reload(page)
+
+    # The resumed run: the page names the node the model works in while it waits.
+    page.wait_for_selector("#run-progress:not([hidden])")
+    wait_for(
+        lambda: page.inner_text("#run-progress .doing") == "in agent",
+        what="the current node",
+        timeout=15,
+    )
+    seen = {page.inner_text("#run-progress .elapsed")}
+    wait_for(
+        lambda: seen.add(page.inner_text("#run-progress .elapsed")) or len(seen) >= 2,
+        what="the clock to tick",
+        timeout=10,
+    )
+    # Tool calls are named as they start; the approval arrives and the indicator goes.
+    page.wait_for_selector("article.interrupt input[data-key=to]", timeout=60_000)
+    page.wait_for_selector("#run-progress", state="hidden")
+    assert_not_reloaded(page)
+    assert page.errors == []
