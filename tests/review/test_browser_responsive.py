@@ -101,7 +101,7 @@ def test_inbox_and_thread_fit_phones_and_desktops(asgi_server, page_at, reviewer
         # Every row shows its group and how long it waits, inside the screen.
         for cell in ("td .chip.group", "td.age time", "a.title"):
             assert inside_viewport(page, f"tr.row {cell}"), (name, cell)
-        assert page.is_visible("tr.row td.age time")
+        assert page.is_visible("tr.row td.age time"), name
         # The header's right side: behind a menu on phones, in the bar on desktops.
         logout = page.locator("header.top button:has-text('Log out')")
         assert page.is_visible("#menu-toggle") is narrow
@@ -122,15 +122,18 @@ def test_inbox_and_thread_fit_phones_and_desktops(asgi_server, page_at, reviewer
 
         page.goto(f"/threads/{thread.pk}/")
         page.wait_for_selector("article.interrupt")
+        # Measured once the socket's first resync has settled the sections.
+        page.wait_for_selector("#live-indicator[data-state=live]")
+        page.wait_for_load_state("networkidle")
         page.screenshot(path=str(out / f"thread-{name}.png"), full_page=False)
         measured[f"thread-{name}"] = widths(page)
         main = page.locator(".col-main").bounding_box()
         side = page.locator(".col-side").bounding_box()
         if narrow:  # stacked: the runs come below the decisions
-            assert side["y"] >= main["y"] + main["height"] - 1
+            assert side["y"] >= main["y"] + main["height"] - 1, (name, main, side)
         else:  # side by side
-            assert side["x"] >= main["x"] + main["width"]
-        assert inside_viewport(page, "article.interrupt button.btn-ignore")
-        assert page.errors == []
+            assert side["x"] >= main["x"] + main["width"], (name, main, side)
+        assert inside_viewport(page, "article.interrupt button.btn-ignore"), name
+        assert page.errors == [], (name, page.errors)
     for key, value in measured.items():
         assert value["page"] <= value["viewport"], f"{key} scrolls sideways: {value}"
