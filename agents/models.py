@@ -9,7 +9,9 @@ from a script, so the demo and the tests run with no network and no API key.
 from __future__ import annotations
 
 import itertools
+import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -78,11 +80,27 @@ def echo_script(messages: list[BaseMessage], tools: list[str]) -> AIMessage:
     return reply(f"I am the scripted demo model. You said: {request}"[:2000])
 
 
+def scripted_delay() -> float:
+    """Seconds the scripted model takes per call ($HITL_SCRIPTED_DELAY, default 0): lets
+    a demo or a test show what a page does while a real model thinks."""
+    raw = os.environ.get("HITL_SCRIPTED_DELAY", "").strip() or "0"
+    try:
+        delay = float(raw)
+    except ValueError:
+        delay = -1.0
+    if not math.isfinite(delay) or not 0 <= delay <= 600:
+        raise ModelConfigError(
+            f"HITL_SCRIPTED_DELAY must be a number of seconds from 0 to 600; got {raw!r}."
+        )
+    return delay
+
+
 class ScriptedChatModel(BaseChatModel):
     """A deterministic chat model that follows a script and emits real tool calls."""
 
     script: Script = echo_script
     label: str = SCRIPTED_LABEL
+    delay: float = 0.0
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     @property
@@ -106,6 +124,8 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         names = [spec.get("function", spec).get("name", "") for spec in tools or []]
+        if self.delay:
+            time.sleep(self.delay)  # a slow model, on purpose
         message = self.script(list(messages), names)
         # Ids derive from the conversation length: deterministic and unique per thread.
         step = sum(isinstance(m, AIMessage) for m in messages)
@@ -125,7 +145,7 @@ def get_model(spec: str | None = None, *, script: Script | None = None) -> BaseC
     """The chat model named by `spec` (default: $HITL_MODEL, else the scripted model)."""
     spec = (spec if spec is not None else os.environ.get("HITL_MODEL", "")).strip() or SCRIPTED
     if spec == SCRIPTED:
-        return ScriptedChatModel(script=script or echo_script)
+        return ScriptedChatModel(script=script or echo_script, delay=scripted_delay())
     provider, sep, name = spec.partition(":")
     if not sep or not provider or not name:
         raise ModelConfigError(

@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # An expired session on a reviewer page: 401 JSON for scripts, login-and-back for forms.
+    "hitl.review.sessions.session_expiry_middleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Answers a locked-out login with the lockout page (429).
     "axes.middleware.AxesMiddleware",
@@ -143,6 +145,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "login"
+# A stale or missing CSRF token: a page that says so (JSON for scripts), not Django's.
+CSRF_FAILURE_VIEW = "hitl.review.sessions.csrf_failure"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -5,8 +5,9 @@ from django.urls import path
 from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
+from hitl.ops import thread_actions
 from hitl.ops import views as ops
-from hitl.review import bulk_views, claim_views, notify_views, tokens, views
+from hitl.review import batch, bulk_views, claim_views, notify_views, run_actions, tokens, views
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -18,6 +19,9 @@ urlpatterns = [
     path("threads/<uuid:thread_id>/live/", views.thread_live, name="thread-live"),
     path("threads/<uuid:thread_id>/status/", views.thread_status, name="thread-status"),
     path("threads/<uuid:thread_id>/cancel/", views.thread_cancel, name="thread-cancel"),
+    path("threads/<uuid:thread_id>/decide-all/", batch.thread_decide_all, name="thread-decide-all"),
+    path("threads/<uuid:thread_id>/rerun/", run_actions.thread_rerun, name="thread-rerun"),
+    path("threads/<uuid:thread_id>/retry/", thread_actions.thread_retry, name="thread-retry"),
     path(
         "threads/<uuid:thread_id>/files/<uuid:artifact_id>/",
         views.artifact_download,

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ag_ui.core import (
+    CustomEvent,
     Interrupt,
     RawEvent,
     RunErrorEvent,
@@ -42,7 +43,9 @@ from ag_ui.core import (
 from ag_ui.core.events import BaseEvent
 
 # The LangGraph stream modes the worker asks for (hitl/core/tasks.py).
-STREAM_MODES = ["values", "updates", "messages"]
+# "tasks" says when a node starts (updates only say when it ended): the page names it.
+STREAM_MODES = ["values", "updates", "messages", "tasks"]
+NODE_STARTED = "hitl.node_started"
 RAW_SOURCE = "langgraph"
 
 
@@ -434,6 +437,13 @@ def events_for_chunk(mode: str, chunk: Any) -> list[dict[str, Any]]:
             else:
                 events = _tracker.complete(message)
         return [_raw(mode, chunk)] + [_dump(e) for e in events]
+    if mode == "tasks" and isinstance(chunk, dict):
+        # A task's start has no result yet; its end is reported by "updates" as before.
+        if "result" in chunk or "error" in chunk or not isinstance(chunk.get("name"), str):
+            return []
+        if chunk["name"].startswith("__"):
+            return []
+        return [_dump(CustomEvent(name=NODE_STARTED, value={"node": chunk["name"]}))]
     if mode == "updates" and isinstance(chunk, dict):
         for node, update in chunk.items():
             if node.startswith("__"):

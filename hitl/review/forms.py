@@ -241,6 +241,11 @@ class DecisionForm(forms.Form):
             lines.append(note if not lines else f"note: {note}")
         return "\n".join(lines)
 
+    @property
+    def has_editable(self) -> bool:
+        """Whether any argument can be edited (an edit fieldset, not a read-only list)."""
+        return any(arg.name in self.fields for arg in self.arg_fields)
+
     def edit_rows(self):
         """(argument, bound field or None when the argument is locked) in display order."""
         return [

@@ -13,13 +13,15 @@ from django.utils import timezone
 
 from hitl.core import events, quorum
 from hitl.core.audit import audit_for_thread
-from hitl.core.models import HumanInterrupt, Thread
+from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.selectors import (
     thread_pending_interrupts,
     thread_runs,
     user_can_cancel_thread,
     user_can_review,
+    user_can_run_thread,
 )
+from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
@@ -159,6 +161,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     )
     for row in decided:
         row.response_json = pretty_json(row.response_args) if row.response_args is not None else ""
+    label_decided(decided)
     final = thread_final_result(thread)
     failed = thread_failed_actions(thread)
     mark_failed_actions(runs, failed)
@@ -167,8 +170,27 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     shown_status = thread.status
     if latest_failed and thread.status in (Thread.Status.DONE, Thread.Status.ERROR):
         shown_status = "action failed"
+    latest = runs[0] if runs else None
+    # Only a cancel leaves a thread idle after a run: its run was stopped (cancelled) or
+    # its pending decisions withdrawn (the paused run stays interrupted).
+    cancelled = (
+        latest is not None
+        and thread.status == Thread.Status.IDLE
+        and latest.status in (Run.Status.CANCELLED, Run.Status.INTERRUPTED)
+    )
+    ended = cancelled or (latest is not None and latest.status == Run.Status.ERROR)
+    if cancelled:
+        shown_status = "cancelled"
     return {
         "failed_actions": latest_failed,
+        "latest_run": latest if ended else None,
+        # The operators' retry (ops.run_retry) needs the change-run permission, as in admin.
+        "can_retry": ended
+        and latest.status == Run.Status.ERROR
+        and user.has_perm("hitl.change_run"),
+        "can_new_run": ended
+        and thread.status not in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
+        and user_can_run_thread(user, thread),
         "shown_status": shown_status,
         "final_items": _result_items(final.final_result) if final else [],
         "thread": thread,
@@ -181,6 +203,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "audit": audit_for_thread(thread, limit=200),
         # Tracebacks are for whoever may read runs in admin, where they are shown too.
         "show_traceback": user.has_perm("hitl.view_run"),
+        **batch_context(thread, user),
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_cancel_thread(user, thread),
     }
@@ -211,7 +234,17 @@ def _result_items(value: Any) -> list[tuple[str, str, bool]]:
     return items
 
 
-SECTIONS = ("status", "actions", "result", "artifacts", "conversation", "runs")
+SECTIONS = (
+    "status",
+    "actions",
+    "batch",
+    "failure",
+    "result",
+    "artifacts",
+    "conversation",
+    "runs",
+    "audit",
+)
 
 
 def thread_sections(thread: Thread, user, request=None) -> dict[str, str]:

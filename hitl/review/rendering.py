@@ -106,6 +106,8 @@ class ArgField:
     maximum: float | None = None
     # Pinned by the schema ("const"): shown, never editable, sent back unchanged.
     locked: bool = False
+    # The schema's type when the proposed value has another one (edited as JSON).
+    expected: str = ""
 
     @property
     def name(self) -> str:
@@ -120,7 +122,9 @@ class ArgField:
     def display(self) -> str:
         """The value as text for read-only display and input values."""
         if self.widget in (STRING, TEXT):
-            return "" if self.value is None else str(self.value)
+            if self.value is None:
+                return ""
+            return self.value if isinstance(self.value, str) else pretty_json(self.value)
         if self.widget == BOOLEAN:
             return "true" if self.value else "false"
         if self.widget in (INTEGER, NUMBER):
@@ -128,6 +132,10 @@ class ArgField:
         if self.widget == CHOICE:
             return json.dumps(self.value) if not isinstance(self.value, str) else self.value
         return pretty_json(self.value)
+
+    @property
+    def proposed_type(self) -> str:
+        return json_type(self.value)
 
     @property
     def choice_values(self) -> list[tuple[str, str]]:
@@ -153,9 +161,23 @@ def _schema_type(prop: dict[str, Any]) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _fits(schema_type: str | None, value: Any) -> bool:
+    """Whether a proposed value has the schema's type (None fits any: an unset value)."""
+    if schema_type is None or value is None:
+        return True
+    actual = json_type(value)
+    if schema_type == "number":
+        return actual in ("integer", "number")
+    return actual == schema_type
+
+
 def _widget_for(schema_type: str | None, value: Any, prop: dict[str, Any]) -> str:
     if isinstance(prop.get("enum"), list) and prop["enum"]:
         return CHOICE
+    if not _fits(schema_type, value):
+        # The agent proposed another type than its schema says: edit the value as JSON
+        # so it is shown (and sent back unchanged) as what it is, never as Python text.
+        return JSON
     kind = schema_type or json_type(value)
     if kind == "string":
         text = value if isinstance(value, str) else ""
@@ -182,11 +204,12 @@ def arg_fields(args: dict[str, Any] | None, schema: dict[str, Any] | None) -> li
         locked = "const" in prop
         if locked and not present:
             continue
+        schema_type = _schema_type(prop)
         fields.append(
             ArgField(
                 index=index,
                 key=str(key),
-                widget=_widget_for(_schema_type(prop), value, prop),
+                widget=_widget_for(schema_type, value, prop),
                 value=value,
                 present=present,
                 required=key in required,
@@ -195,6 +218,7 @@ def arg_fields(args: dict[str, Any] | None, schema: dict[str, Any] | None) -> li
                 minimum=prop.get("minimum"),
                 maximum=prop.get("maximum"),
                 locked=locked,
+                expected="" if _fits(schema_type, value) else str(schema_type),
             )
         )
     return fields

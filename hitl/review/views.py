@@ -23,6 +23,7 @@ from hitl.core.selectors import (
     user_group_ids,
 )
 from hitl.review import fragments as partials
+from hitl.review.batch import batch_of, item_label
 from hitl.review.forms import DecisionForm, InboxFilterForm, StartThreadForm
 from hitl.review.selectors import (
     INLINE_IMAGE_TYPES,
@@ -232,18 +233,24 @@ def interrupt_decide(request, interrupt_id):
         # No longer pending.
         return redirect(thread_url)
     following = next_pending_for(request.user, row)
+    batch = batch_of(row)
+    label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
+    done = f"{label.get(response_type, 'Ignored')}: {item_label(row, batch)}"
+    if len(batch) > 1 and following is not None and following.thread_id != row.thread_id:
+        # The last of several parallel items: stay and watch the agent resume; the page
+        # links the next item.
+        following = None
+        done += f"; all {len(batch)} answered, the agent resumes"
     next_url = (
         reverse("thread", args=[following.thread_id]) + f"#interrupt-{following.pk}"
         if following
         else thread_url
     )
-    label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
-    done = f"{label.get(response_type, 'Ignored')}: {interrupt_label(row)}"
     progress = getattr(decided, "approval_progress", None)
     if progress is not None:  # four-eyes: still pending until the quorum is met
         done = (
             f"Approval recorded ({progress.approvals} of {progress.required} approvals): "
-            f"{interrupt_label(row)}"
+            f"{item_label(row, batch)}"
         )
     undo = undo_info(decided)
     if as_json:

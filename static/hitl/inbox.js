@@ -6,11 +6,17 @@
   if (!HITL || !inbox) return;
   const filters = document.getElementById("filters");
   let selected = -1;
+  // Screen readers hear where the j / k selection is.
+  const announcer = document.createElement("p");
+  announcer.id = "inbox-announcer";
+  announcer.className = "visually-hidden";
+  announcer.setAttribute("aria-live", "polite");
+  inbox.before(announcer);
 
   function rows() {
     return Array.prototype.slice.call(inbox.querySelectorAll("tbody tr.row"));
   }
-  function select(index, scroll) {
+  function select(index, scroll, focus) {
     const list = rows();
     list.forEach(function (row) { row.classList.remove("selected"); row.removeAttribute("aria-selected"); });
     if (!list.length) { selected = -1; return; }
@@ -19,6 +25,13 @@
     row.classList.add("selected");
     row.setAttribute("aria-selected", "true");
     if (scroll !== false) row.scrollIntoView({ block: "nearest" });
+    if (focus) {
+      // The row's link takes the focus: Tab and j / k agree on where the reviewer is.
+      const link = row.querySelector("a.title");
+      if (link && document.activeElement !== link) link.focus({ preventScroll: scroll === false });
+      const title = link ? link.textContent.replace(/\s+/g, " ").trim() : "";
+      announcer.textContent = "Selected: " + title + ", " + (selected + 1) + " of " + list.length + ".";
+    }
   }
   function current() {
     // The highlighted row, never merely the one at the remembered index.
@@ -64,13 +77,14 @@
         headers: { Accept: "application/json" },
         credentials: "same-origin",
       });
-      const data = await response.json();
+      let data = {};
+      try { data = await response.json(); } catch (e) { /* not JSON: said below */ }
       if (response.ok) {
         removeRow(row.dataset.id);
         HITL.undoToast(data.message || (type === "accept" ? "Accepted." : "Ignored."), data.undo);
       } else {
         delete row.dataset.busy;
-        HITL.toast(data.error || "That did not work.", { kind: "warn" });
+        HITL.failureToast(response, data);
       }
     } catch (e) {
       delete row.dataset.busy;
@@ -83,9 +97,15 @@
     if (HITL.isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
     const row = current();
     switch (event.key) {
-      case "j": select(selected + 1); break;
-      case "k": select(selected < 0 ? 0 : selected - 1); break;
-      case "Enter": if (row) location.href = row.dataset.href; else return; break;
+      case "j": select(selected + 1, true, true); break;
+      case "k": select(selected < 0 ? 0 : selected - 1, true, true); break;
+      case "Enter": {
+        // Enter on another link or button (the skip link, a tab) does what that one does.
+        const own = event.target.closest && event.target.closest("a, button, summary");
+        if (own && !own.closest("tr.row")) return;
+        if (row) location.href = row.dataset.href; else return;
+        break;
+      }
       case "a":
       case "i": {
         if (!row || !row.dataset.decide) return;
@@ -104,6 +124,11 @@
       case "e":
       case "r": {
         if (!row || !row.dataset.decide) return;
+        const wanted = event.key === "e" ? "edit" : "response";
+        if ((row.dataset.allowed || "").split(" ").indexOf(wanted) < 0) {
+          HITL.toast("This request does not allow " + (wanted === "edit" ? "edit" : "respond") + ".", { kind: "warn" });
+          break;
+        }
         sessionStorage.setItem("hitl:intent", JSON.stringify({ id: row.dataset.id, action: event.key === "e" ? "edit" : "response" }));
         location.href = row.dataset.href;
         break;
@@ -111,6 +136,10 @@
       default: return;
     }
     event.preventDefault();
+  });
+  inbox.addEventListener("focusin", function (event) {
+    const row = event.target.closest("tr.row");
+    if (row) select(rows().indexOf(row), false, true);
   });
   inbox.addEventListener("click", function (event) {
     const row = event.target.closest("tr.row");

@@ -41,7 +41,7 @@
     if (options.href) {
       const link = document.createElement("a");
       link.href = options.href;
-      link.textContent = " Open";
+      link.textContent = options.linkText || " Open";
       el.appendChild(link);
     }
     box.appendChild(el);

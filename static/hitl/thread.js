@@ -228,6 +228,7 @@
     el.textContent = text;
   }
   function onEvent(event) {
+    document.dispatchEvent(new CustomEvent("hitl:thread-event", { detail: event }));
     switch (event.type) {
       case "RUN_STARTED": note("Run started…"); break;
       case "STEP_STARTED": note("Working: " + event.stepName + "…"); break;
@@ -253,10 +254,30 @@
     }
   }
 
+  // A decision or an undo changes the audit trail and the decisions list, not the
+  // thread's status: fetch the sections again (once for a burst of events).
+  let refreshTimer = null;
+  function refreshSections() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(async function () {
+      try {
+        const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+        if (!response.ok) return;
+        const data = await response.json();
+        Object.keys(data.sections).forEach(function (name) {
+          const el = document.getElementById("section-" + name);
+          if (el && el.dataset.html === data.sections[name]) delete data.sections[name];
+        });
+        setSections(data.sections);
+      } catch (e) { /* the next event or reconnect tries again */ }
+    }, 250);
+  }
+
   function onMessage(message) {
     if (message.type === "thread.event") onEvent(message.event || {});
     else if (message.type === "interrupt.progress") HITL.approvalProgress(message);
     else if (message.type === "interrupt.changed") {
+      refreshSections();
       if (message.status === "pending" && message.html) {
         addCard(message.interrupt_id, message.html);
         if (document.hidden) HITL.notify("New request on " + document.title, "", location.href);

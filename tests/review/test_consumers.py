@@ -173,7 +173,7 @@ def test_thread_page_socket_gets_cards_sections_and_stream(reviewer, requester):
         changed = await next_of(watcher, "thread.changed")
         assert changed["status"] == "busy"
         assert set(changed["sections"]) == {
-            "status", "actions", "result", "artifacts", "conversation", "runs"
+            "status", "actions", "batch", "failure", "result", "artifacts", "conversation", "runs", "audit"
         }  # fmt: skip
         assert "running" in changed["sections"]["status"]
 

@@ -192,8 +192,17 @@ def test_after_deciding_the_next_pending_item_opens(paused, client_for, reviewer
     response = decide(client, first, {"type": "accept"})
     assert response["Location"] == f"/threads/{thread.pk}/#interrupt-{second.pk}"
     response = decide(client, second, {"type": "ignore"}, follow=True)
+    # The last of two parallel items: the thread stays open to show the resume, and
+    # links the next item.
+    assert response.redirect_chain[0][0] == f"/threads/{thread.pk}/"
+    page = response.content.decode()
+    assert "Ignored: b (item 2 of 2); all 2 answered, the agent resumes." in page
+    assert f'href="/threads/{other.pk}/#interrupt-{elsewhere.pk}"' in page
+    # A single item still moves on to the next one.
+    _, (single,) = paused(user=requester, values=[human_interrupt("d")])
+    response = decide(client, single, {"type": "ignore"}, follow=True)
     assert response.redirect_chain[0][0] == f"/threads/{other.pk}/#interrupt-{elsewhere.pk}"
-    assert "Ignored: b on “approval”; here is the next one." in response.content.decode()
+    assert "Ignored: d on “approval”; here is the next one." in response.content.decode()
     response = decide(client, elsewhere, {"type": "accept"})
     assert response["Location"] == f"/threads/{other.pk}/"
 

@@ -94,3 +94,10 @@ def undo_of(message) -> dict | None:
             seconds = max(0.0, int(until_ms) / 1000 - time.time())
             return {"id": pk, "seconds": f"{seconds:.2f}"}
     return None
+
+
+@register.filter
+def a_type(kind) -> str:
+    """A JSON type with its article: 'an object', 'a string'."""
+    kind = str(kind or "value")
+    return ("an " if kind[:1] in "aeiou" else "a ") + kind

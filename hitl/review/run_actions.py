@@ -1,0 +1,35 @@
+"""Start a thread again from its page after its run failed or it was cancelled."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from hitl.core import services
+from hitl.core.models import Run, Thread
+from hitl.core.selectors import user_can_view_thread
+
+
+@login_required
+@require_POST
+def thread_rerun(request, thread_id):
+    """A new run with the thread's latest start input (its requester, or hitl.run_any_thread)."""
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is None or not user_can_view_thread(request.user, thread):
+        raise Http404("No such thread.")
+    start = thread.runs.filter(kind=Run.Kind.START).order_by("-created_at").first()
+    try:
+        services.run_start(
+            graph=thread.graph,
+            input=start.input if start else {},
+            user=request.user,
+            thread=thread,
+        )
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "A new run started with the thread's input.")
+    return redirect("thread", thread_id=thread.pk)
