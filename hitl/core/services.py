@@ -197,6 +197,7 @@ def interrupt_resolve(
     thread_id: Any = None,
     run_fields: dict[str, Any] | None = None,
     grace: float = 0,
+    lenient: bool = False,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -206,7 +207,8 @@ def interrupt_resolve(
 
     With `grace` (seconds) the answer is stored and counts as given at once, but the
     thread resumes only when the grace period ends; until then `interrupt_undo` takes
-    it back.
+    it back. `lenient` reads an edit's string values as the types its schema asks for
+    (string-sending clients such as the Agent Inbox).
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -248,7 +250,9 @@ def interrupt_resolve(
                 raise Conflict(f"Already answered by {who}.")
             raise Conflict(f"This interrupt is {row.status}.")
         try:
-            normalized = contract.check_response(_request_of(row), response_type, args)
+            normalized = contract.check_response(
+                _request_of(row), response_type, args, lenient=lenient
+            )
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
         row.status = HumanInterrupt.Status.RESOLVED

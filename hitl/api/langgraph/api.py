@@ -127,7 +127,12 @@ def _create_run(
         command=command,
         metadata=body.metadata,
         webhook=body.webhook,
+        lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
     )
+
+
+# A client that sends edited arguments as text marks itself with this header.
+LENIENT_HEADER = "X-HITL-Lenient-Edits"
 
 
 def _location(request: HttpRequest, run: Run) -> str:

@@ -98,6 +98,7 @@ def run_create(
     command: dict[str, Any] | None = None,
     metadata: Any = None,
     webhook: str | None = None,
+    lenient: bool = False,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -138,7 +139,9 @@ def run_create(
         if thread.graph != graph:
             raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
         fields = {"metadata": metadata, "webhook": webhook or ""}
-        return resume_command(thread=thread, user=user, resume=command["resume"], run_fields=fields)
+        return resume_command(
+            thread=thread, user=user, resume=command["resume"], run_fields=fields, lenient=lenient
+        )
 
 
 def run_cancel(*, run: Run, user) -> Run:

@@ -1,0 +1,217 @@
+"""Third-party clients unchanged: the Agent Inbox's exact request bodies, the real
+langgraph_sdk, against a real daphne server and a real Celery worker."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from hitl.core.models import AuditEvent, HumanInterrupt, Thread
+from tests.api.client_graphs import CLIENT_GRAPHS, EMAIL_ARGS
+from tests.api.conftest import STACK_ENV, Stack, sdk_client, start_daphne, token_for
+from tests.conftest import ROOT, start_celery_worker
+
+pytestmark = pytest.mark.postgres
+
+CLIENT_ENV = {
+    **STACK_ENV,
+    "HITL_EXTRA_GRAPHS": CLIENT_GRAPHS,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
+
+
+@pytest.fixture(scope="module")
+def client_stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
+    """daphne + one Celery worker that both know the client test graphs."""
+    log_dir = tmp_path_factory.mktemp("clients")
+    worker = start_celery_worker(
+        test_database_url, log_dir / "celery.log", name="w16clients", concurrency=2, **CLIENT_ENV
+    )
+    server, base_url = start_daphne(test_database_url, log_dir / "daphne.log", **CLIENT_ENV)
+    try:
+        yield Stack(base_url=base_url, log_dir=log_dir)
+    finally:
+        server.stop()
+        worker.stop()
+
+
+@pytest.fixture
+def stack16(client_stack, transactional_db, monkeypatch) -> Stack:
+    from hitl.core.registry import registry
+    from tests.api.client_graphs import TARGETS
+
+    for name, target in TARGETS.items():
+        monkeypatch.setitem(registry.targets, name, target)
+    return client_stack
+
+
+def _paused(client, graph: str = "typed_email") -> tuple[str, dict]:
+    thread = client.threads.create()
+    values = client.runs.wait(thread["thread_id"], graph, input={"request": "q3"})
+    return thread["thread_id"], values
+
+
+def _inbox_post(base_url: str, user, path: str, body: dict) -> httpx.Response:
+    """POST exactly what the Agent Inbox's @langchain/langgraph-sdk client sends."""
+    return httpx.post(
+        f"{base_url}/langgraph{path}",
+        content=json.dumps(body),
+        headers={"Content-Type": "application/json", "x-api-key": token_for(user)},
+        timeout=60,
+    )
+
+
+def _inbox_resume_body(resume, graph: str = "typed_email") -> dict:
+    # ThreadContext.sendHumanResponse -> client.runs.stream(threadId, graphId,
+    # {command: {resume: [input]}, streamMode: "events"}); the JS client drops
+    # undefined fields, so this is the whole body.
+    return {"command": {"resume": resume}, "stream_mode": "events", "assistant_id": graph}
+
+
+def _sse_events(text: str) -> list[tuple[str, str]]:
+    events, name = [], None
+    for line in text.splitlines():
+        if line.startswith("event:"):
+            name = line[len("event:") :].strip()
+        elif line.startswith("data:") and name is not None:
+            events.append((name, line[len("data:") :].strip()))
+    return events
+
+
+def test_inbox_edit_with_string_numbers_and_booleans_runs_with_typed_args(stack16, reviewer):
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id, _ = _paused(client)
+    # The inbox keeps untouched fields as they came and sends edited ones as typed text.
+    edit = {
+        "type": "edit",
+        "args": {
+            "action": "send_email",
+            "args": {
+                "to": "cfo@example.com",
+                "subject": "Q3 report",
+                "copies": "3",
+                "urgent": "true",
+            },
+        },
+    }
+    response = _inbox_post(
+        stack16.base_url, reviewer, f"/threads/{thread_id}/runs/stream", _inbox_resume_body([edit])
+    )
+    assert response.status_code == 200, response.text
+    assert not [e for e in _sse_events(response.text) if e[0] == "error"]
+    row = HumanInterrupt.objects.get(thread_id=thread_id)
+    assert row.response_args == {
+        "action": "send_email",
+        "args": {"to": "cfo@example.com", "subject": "Q3 report", "copies": 3, "urgent": True},
+    }
+    state = client.threads.get_state(thread_id)
+    assert state["values"]["sent"] == {
+        "to": "cfo@example.com",
+        "subject": "Q3 report",
+        "copies": 3,
+        "urgent": True,
+    }
+    assert Thread.objects.get(pk=thread_id).status == "done"
+
+
+def test_inbox_create_with_every_field_as_text_converts_each_json_type(stack16, reviewer):
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id, _ = _paused(client)
+    # Everything typed as text, as the inbox's text boxes send it (runs.create form).
+    edit = {
+        "type": "edit",
+        "args": {
+            "action": "send_email",
+            "args": {
+                "to": "a@example.com",
+                "subject": "42",
+                "copies": " 5 ",
+                "urgent": "False",
+                "cc": '["b@example.com"]',
+                "ratio": "0.5",
+                "extra": '{"k": [1, 2]}',
+            },
+        },
+    }
+    response = _inbox_post(
+        stack16.base_url,
+        reviewer,
+        f"/threads/{thread_id}/runs",
+        {"command": {"resume": [edit]}, "assistant_id": "typed_email"},
+    )
+    assert response.status_code == 200, response.text
+    row = HumanInterrupt.objects.get(thread_id=thread_id)
+    assert row.response_args["args"] == {
+        "to": "a@example.com",
+        "subject": "42",  # the schema asks for a string: it stays one
+        "copies": 5,
+        "urgent": False,
+        "cc": ["b@example.com"],
+        "ratio": 0.5,
+        "extra": {"k": [1, 2]},
+    }
+
+
+def test_inbox_edit_that_cannot_convert_is_a_clear_4xx_and_records_nothing(stack16, reviewer):
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id, _ = _paused(client)
+    edit = {
+        "type": "edit",
+        "args": {"action": "send_email", "args": {**EMAIL_ARGS, "copies": "three"}},
+    }
+    response = _inbox_post(
+        stack16.base_url, reviewer, f"/threads/{thread_id}/runs/stream", _inbox_resume_body([edit])
+    )
+    assert response.status_code == 400
+    assert "copies" in response.text and "'three' is not of type 'integer'" in response.text
+    row = HumanInterrupt.objects.get(thread_id=thread_id)
+    assert row.status == "pending" and row.response_args is None
+    assert not AuditEvent.objects.filter(kind="interrupt_answered", thread_id=thread_id).exists()
+    # A bool that is not true/false stays an error too; null is not an integer.
+    for bad in ({"urgent": "yes"}, {"copies": ""}):
+        edit["args"]["args"] = {**EMAIL_ARGS, **bad}
+        response = _inbox_post(
+            stack16.base_url,
+            reviewer,
+            f"/threads/{thread_id}/runs/stream",
+            _inbox_resume_body([edit]),
+        )
+        assert response.status_code == 400, bad
+
+
+def test_typed_clients_stay_strict(stack16, reviewer):
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id, values = _paused(client)
+    interrupt_id = values["__interrupt__"][0]["id"]
+    edit = {"type": "edit", "args": {"action": "send_email", "args": {**EMAIL_ARGS, "copies": "3"}}}
+    for resume in (edit, {interrupt_id: edit}):
+        with pytest.raises(httpx.HTTPStatusError) as exc:
+            client.runs.create(thread_id, "typed_email", command={"resume": resume})
+        assert exc.value.response.status_code == 400
+        assert "'3' is not of type 'integer'" in exc.value.response.text
+    assert HumanInterrupt.objects.get(thread_id=thread_id).status == "pending"
+
+
+def test_a_client_marked_lenient_gets_its_strings_converted(stack16, reviewer):
+    from langgraph_sdk import get_sync_client
+
+    sdk = get_sync_client(
+        url=f"{stack16.base_url}/langgraph",
+        api_key=token_for(reviewer),
+        headers={"X-HITL-Lenient-Edits": "true"},
+    )
+    try:
+        thread_id, _ = _paused(sdk)
+        edit = {
+            "type": "edit",
+            "args": {"action": "send_email", "args": {**EMAIL_ARGS, "copies": "4"}},
+        }
+        run = sdk.runs.create(thread_id, "typed_email", command={"resume": edit})
+        sdk.runs.join(thread_id, run["run_id"])
+        assert sdk.threads.get_state(thread_id)["values"]["sent"]["copies"] == 4
+    finally:
+        sdk.close()
