@@ -215,3 +215,55 @@ def test_a_client_marked_lenient_gets_its_strings_converted(stack16, reviewer):
         assert sdk.threads.get_state(thread_id)["values"]["sent"]["copies"] == 4
     finally:
         sdk.close()
+
+
+# --- key order ------------------------------------------------------------------------
+
+
+def _order(mapping: dict) -> list[str]:
+    return [k for k in mapping if k in EMAIL_ARGS]
+
+
+def test_args_keep_the_graphs_key_order_in_storage_every_api_and_the_page(
+    stack16, reviewer, client
+):
+    expected = list(EMAIL_ARGS)  # to, subject, copies, urgent: not jsonb's order
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id, values = _paused(sdk)
+    row = HumanInterrupt.objects.get(thread_id=thread_id)
+    assert list(row.args) == expected
+    assert list(row.raw_value["action_request"]["args"]) == expected
+    assert list(row.args_schema["properties"])[:4] == expected
+    # langgraph_sdk: the wait answer, the thread (what the Agent Inbox reads), the state.
+    assert list(values["__interrupt__"][0]["value"]["action_request"]["args"]) == expected
+    thread = sdk.threads.get(thread_id)
+    (items,) = thread["interrupts"].values()
+    assert list(items[0]["value"]["action_request"]["args"]) == expected
+    searched = sdk.threads.search(status="interrupted")
+    (found,) = [t for t in searched if t["thread_id"] == thread_id]
+    (items,) = found["interrupts"].values()
+    assert list(items[0]["value"]["action_request"]["args"]) == expected
+    state = sdk.threads.get_state(thread_id)
+    assert list(state["interrupts"][0]["value"]["action_request"]["args"]) == expected
+    # /api/v1 (raw JSON text, so no client-side reordering can hide anything).
+    headers = {"Authorization": f"Bearer {token_for(reviewer)}"}
+    detail = httpx.get(f"{stack16.base_url}/api/v1/interrupts/{row.pk}", headers=headers)
+    assert detail.status_code == 200
+    assert list(json.loads(detail.text)["action_request"]["args"]) == expected
+    assert list(json.loads(detail.text)["value"]["action_request"]["args"]) == expected
+    # The reviewer page lists the fields in the graph's order.
+    client.force_login(reviewer)
+    html = client.get(f"/threads/{thread_id}/").content.decode()
+    positions = [html.index(f'<span class="key">{key}</span>') for key in expected]
+    assert positions == sorted(positions)
+    # An edit keeps the order the client sent it in, through storage and the graph.
+    edited = {"urgent": True, "copies": 3, "subject": "Q4", "to": "x@example.com"}
+    run = sdk.runs.create(
+        thread_id,
+        "typed_email",
+        command={"resume": {"type": "edit", "args": {"action": "send_email", "args": edited}}},
+    )
+    sdk.runs.join(thread_id, run["run_id"])
+    row.refresh_from_db()
+    assert list(row.response_args["args"]) == list(edited)
+    assert list(sdk.threads.get_state(thread_id)["values"]["sent"]) == list(edited)
