@@ -42,7 +42,7 @@ from ag_ui.core import (
 from ag_ui.core.events import BaseEvent
 
 # The LangGraph stream modes the worker asks for (hitl/core/tasks.py).
-STREAM_MODES = ["values", "updates", "messages"]
+STREAM_MODES = ["values", "updates", "messages", "custom"]
 RAW_SOURCE = "langgraph"
 
 
@@ -442,4 +442,6 @@ def events_for_chunk(mode: str, chunk: Any) -> list[dict[str, Any]]:
             events.append(StepStartedEvent(step_name=node))
             events.append(StepFinishedEvent(step_name=node))
         return [_raw(mode, chunk)] + [_dump(e) for e in events]
+    if mode == "custom":  # what a node wrote with get_stream_writer(), passed on verbatim
+        return [_raw(mode, chunk)]
     return []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
@@ -44,6 +45,7 @@ class EmailState(TypedDict, total=False):
 
 
 def _ask(state: EmailState) -> dict[str, Any]:
+    get_stream_writer()({"progress": "drafted", "request": state.get("request")})
     decision = interrupt(
         {
             "action_request": {"action": "send_email", "args": dict(EMAIL_ARGS)},

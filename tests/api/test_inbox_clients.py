@@ -267,3 +267,53 @@ def test_args_keep_the_graphs_key_order_in_storage_every_api_and_the_page(
     row.refresh_from_db()
     assert list(row.response_args["args"]) == list(edited)
     assert list(sdk.threads.get_state(thread_id)["values"]["sent"]) == list(edited)
+
+
+# --- stream parity --------------------------------------------------------------------
+
+
+def test_a_paused_runs_values_stream_ends_with_its_interrupt(stack16, reviewer):
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread = sdk.threads.create()
+    parts = list(
+        sdk.runs.stream(
+            thread["thread_id"],
+            "typed_email",
+            input={"request": "q3"},
+            stream_mode=["values", "updates", "custom"],
+        )
+    )
+    values = [p.data for p in parts if p.event == "values"]
+    last = values[-1]
+    assert parts[-1].event == "values"  # the interrupt chunk is the stream's last word
+    assert last["request"] == "q3"
+    (item,) = last["__interrupt__"]
+    row = HumanInterrupt.objects.get(thread_id=thread["thread_id"])
+    assert item["id"] == row.interrupt_id
+    assert list(item["value"]["action_request"]["args"]) == list(EMAIL_ARGS)
+    assert all("__interrupt__" not in v for v in values[:-1])
+    updates = [p.data for p in parts if p.event == "updates"]
+    assert updates[-1]["__interrupt__"][0]["id"] == row.interrupt_id
+    custom = [p.data for p in parts if p.event == "custom"]
+    assert custom == [{"progress": "drafted", "request": "q3"}]
+    # A run that finishes ends on plain values, no interrupt.
+    resumed = list(
+        sdk.runs.stream(
+            thread["thread_id"],
+            "typed_email",
+            command={"resume": {"type": "accept", "args": None}},
+            stream_mode="values",
+        )
+    )
+    assert resumed[-1].event == "values"
+    assert "__interrupt__" not in resumed[-1].data
+    assert resumed[-1].data["sent"] == EMAIL_ARGS
+
+
+def test_join_stream_of_a_paused_run_ends_with_its_interrupt(stack16, reviewer):
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread = sdk.threads.create()
+    run = sdk.runs.create(thread["thread_id"], "typed_email", input={"request": "q1"})
+    parts = list(sdk.runs.join_stream(thread["thread_id"], run["run_id"], stream_mode="values"))
+    assert parts[-1].event == "values"
+    assert parts[-1].data["__interrupt__"][0]["value"]["action_request"]["action"] == "send_email"

@@ -2,7 +2,7 @@
 
 The run executes on a worker; what it streams reaches this process through the
 thread's channel group (see hitl.core.stream): STATE_SNAPSHOT events become `values`,
-RAW "langgraph" events carry the `updates` and `messages` chunks verbatim. The
+RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verbatim. The
 `events` mode is an approximation built from those (chat model stream + node ends).
 """
 
@@ -75,6 +75,9 @@ class _Translator:
             if "events" in self.modes and isinstance(data, dict):
                 for node, update in data.items():
                     out.append(self._event("on_chain_end", node, {"output": update}))
+        elif mode == "custom":
+            if "custom" in self.modes:
+                out.append(sse("custom", data))
         elif mode == "messages" and isinstance(data, list) and len(data) == 2:
             message, metadata = data
             if "messages-tuple" in self.modes:
@@ -161,9 +164,16 @@ async def run_events(
             )
             return
         if "values" in modes:
-            values, _ = await sync_to_async(state.thread_values)(final.thread)
-            for part in translate.values(values):
-                yield part
+            # As LangGraph Server does: a run that pauses ends its values stream with the
+            # state plus "__interrupt__" (what useStream reads to show the interrupt live).
+            if final.status == Run.Status.INTERRUPTED:
+                output = await sync_to_async(serializers.run_output)(final)
+                translate.last_values = output
+                yield sse("values", output)
+            else:
+                values, _ = await sync_to_async(state.thread_values)(final.thread)
+                for part in translate.values(values):
+                    yield part
         if "events" in modes:
             yield translate._event(
                 "on_chain_end", final.thread.graph, {"output": translate.last_values}
