@@ -317,3 +317,55 @@ def test_join_stream_of_a_paused_run_ends_with_its_interrupt(stack16, reviewer):
     parts = list(sdk.runs.join_stream(thread["thread_id"], run["run_id"], stream_mode="values"))
     assert parts[-1].event == "values"
     assert parts[-1].data["__interrupt__"][0]["value"]["action_request"]["action"] == "send_email"
+
+
+# --- LangGraph Server verbs -----------------------------------------------------------
+
+
+def _ids_by_action(values: dict) -> dict[str, str]:
+    return {i["value"]["action_request"]["action"]: i["id"] for i in values["__interrupt__"]}
+
+
+def test_a_partial_resume_answers_some_interrupts_and_leaves_the_rest_answerable(
+    stack16, reviewer, outsider
+):
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id, values = _paused(sdk, "two_approvals")
+    ids = _ids_by_action(values)
+    assert set(ids) == {"approve_left", "approve_right"}
+    accept = {"type": "accept", "args": None}
+    # Someone outside the thread cannot answer even a part.
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        sdk_client(stack16.base_url, outsider).runs.create(
+            thread_id, "two_approvals", command={"resume": {ids["approve_left"]: accept}}
+        )
+    assert exc.value.response.status_code == 404
+    partial = sdk.runs.wait(
+        thread_id, "two_approvals", command={"resume": {ids["approve_left"]: accept}}
+    )
+    assert [i["id"] for i in partial["__interrupt__"]] == [ids["approve_right"]]
+    thread = sdk.threads.get(thread_id)
+    assert thread["status"] == "interrupted"
+    pending = [i["id"] for items in thread["interrupts"].values() for i in items]
+    assert pending == [ids["approve_right"]]
+    rows = {r.action: r for r in HumanInterrupt.objects.filter(thread_id=thread_id)}
+    assert rows["approve_left"].status == "resolved"
+    assert rows["approve_right"].status == "pending"
+    # Answering the left one again is a conflict naming who answered it.
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        sdk.runs.create(
+            thread_id, "two_approvals", command={"resume": {ids["approve_left"]: accept}}
+        )
+    assert exc.value.response.status_code == 409
+    assert "rita" in exc.value.response.text
+    # The rest, answered later (here as a stream), resumes the graph with both answers.
+    parts = list(
+        sdk.runs.stream(
+            thread_id,
+            "two_approvals",
+            command={"resume": {ids["approve_right"]: {"type": "response", "args": "later"}}},
+            stream_mode="values",
+        )
+    )
+    assert sorted(parts[-1].data["answers"]) == ["left:accept", "right:response"]
+    assert Thread.objects.get(pk=thread_id).status == "done"

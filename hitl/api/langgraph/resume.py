@@ -160,13 +160,18 @@ def _resolve_all(
     groups: dict[str, list[HumanInterrupt]],
     run_fields: dict[str, Any] | None = None,
     lenient: bool = False,
+    partial: bool = False,
 ) -> Run:
     """Answer every row of `plan` in one transaction. `groups` are the thread's pending
-    rows as read for the plan (each answer locks and checks its row again)."""
+    rows as read for the plan (each answer locks and checks its row again).
+
+    With `partial`, rows outside the plan may stay pending: the thread resumes once they
+    are answered too, and until then the paused run is returned (still interrupted).
+    """
     check_storable([args for _, _, args in plan], "An answer")
     pending = {row.pk for rows in groups.values() for row in rows}
     missing = pending - {row.pk for row, _, _ in plan}
-    if missing:
+    if missing and not partial:
         raise services.Invalid(
             f"{len(missing)} pending request(s) of this thread are not answered by this "
             "resume; answer every pending interrupt at once (or answer them one by one "
@@ -185,6 +190,10 @@ def _resolve_all(
                 lenient=lenient,
             )
             run = answered.resume_run or run
+    if run is None and partial and missing:
+        paused = plan[0][0].run
+        paused.refresh_from_db()
+        return paused
     if run is None:  # every answer landed but nothing to resume (all cancelled upstream)
         raise services.Conflict("Nothing to resume: the thread's interrupts were withdrawn.")
     return run
@@ -250,6 +259,7 @@ def resume_command(
                 groups=groups,
                 run_fields=run_fields,
                 lenient=lenient,
+                partial=True,  # a map may answer some interrupts; the rest stay pending
             )
         unknown = [k for k in resume if k not in known]
         if len(unknown) < len(resume) or all(_looks_like_id(k) for k in unknown):
