@@ -341,6 +341,10 @@ class AuditEvent(models.Model):
         RUN_RETRIED = "run.retried"
         RUN_CANCELLED = "run.cancelled"
         THREAD_CANCELLED = "thread.cancelled"
+        THREAD_DELETED = "thread.deleted"
+        THREAD_COPIED = "thread.copied"
+        THREAD_STATE_UPDATED = "thread.state_updated"
+        THREAD_FORKED = "thread.forked"
 
     id = models.BigAutoField(primary_key=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

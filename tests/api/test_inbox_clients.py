@@ -369,3 +369,104 @@ def test_a_partial_resume_answers_some_interrupts_and_leaves_the_rest_answerable
     )
     assert sorted(parts[-1].data["answers"]) == ["left:accept", "right:response"]
     assert Thread.objects.get(pk=thread_id).status == "done"
+
+
+def _done(sdk, graph: str = "typed_email") -> str:
+    thread_id, values = _paused(sdk, graph)
+    sdk.runs.wait(thread_id, graph, command={"resume": {"type": "accept", "args": None}})
+    assert sdk.threads.get(thread_id)["status"] == "idle"
+    return thread_id
+
+
+def test_threads_delete_removes_the_thread_and_its_checkpoints_and_is_audited(
+    stack16, reviewer, second_reviewer, outsider
+):
+    owner = sdk_client(stack16.base_url, reviewer)
+    thread_id = _done(owner)
+    assert owner.threads.get_history(thread_id)
+    for who, status in ((outsider, 404), (second_reviewer, 403)):
+        with pytest.raises(httpx.HTTPStatusError) as exc:
+            sdk_client(stack16.base_url, who).threads.delete(thread_id)
+        assert exc.value.response.status_code == status
+    assert Thread.objects.filter(pk=thread_id).exists()
+    owner.threads.delete(thread_id)
+    assert not Thread.objects.filter(pk=thread_id).exists()
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        owner.threads.get(thread_id)
+    assert exc.value.response.status_code == 404
+    event = AuditEvent.objects.get(kind="thread.deleted")
+    assert event.data["thread_id"] == thread_id and event.actor == reviewer
+    from hitl.core.tasks import checkpointer
+
+    assert list(checkpointer().list({"configurable": {"thread_id": thread_id}})) == []
+
+
+def test_threads_copy_carries_state_and_history_to_a_new_thread(stack16, reviewer, outsider):
+    owner = sdk_client(stack16.base_url, reviewer)
+    thread_id = _done(owner)
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        sdk_client(stack16.base_url, outsider).threads.copy(thread_id)
+    assert exc.value.response.status_code == 404
+    copy = owner.threads.copy(thread_id)
+    assert copy["thread_id"] != thread_id
+    assert (
+        owner.threads.get_state(copy["thread_id"])["values"]
+        == (owner.threads.get_state(thread_id)["values"])
+    )
+    assert len(owner.threads.get_history(copy["thread_id"], limit=50)) == len(
+        owner.threads.get_history(thread_id, limit=50)
+    )
+    assert AuditEvent.objects.get(kind="thread.copied").data["source_thread_id"] == thread_id
+    # A paused thread's interrupts belong to it: copying one is refused, clearly.
+    paused, _ = _paused(owner)
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        owner.threads.copy(paused)
+    assert exc.value.response.status_code == 409
+
+
+def test_update_state_as_node_writes_a_checkpoint_and_is_audited(
+    stack16, reviewer, second_reviewer
+):
+    owner = sdk_client(stack16.base_url, reviewer)
+    thread_id = _done(owner)
+    result = owner.threads.update_state(thread_id, {"request": "edited"}, as_node="send")
+    assert result["checkpoint"]["checkpoint_id"]
+    state = owner.threads.get_state(thread_id)
+    assert state["values"]["request"] == "edited"
+    assert state["checkpoint"]["checkpoint_id"] == result["checkpoint"]["checkpoint_id"]
+    assert state["metadata"]["source"] == "update"
+    event = AuditEvent.objects.get(kind="thread.state_updated")
+    assert event.data["as_node"] == "send" and event.actor == reviewer
+    # Bad input: an unknown node, a reviewer who is not the requester.
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        owner.threads.update_state(thread_id, {"request": "x"}, as_node="nope")
+    assert exc.value.response.status_code == 400 and "as_node" in exc.value.response.text
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        sdk_client(stack16.base_url, second_reviewer).threads.update_state(
+            thread_id, {"request": "x"}, as_node="send"
+        )
+    assert exc.value.response.status_code in (403, 404)
+    assert owner.threads.get_state(thread_id)["values"]["request"] == "edited"
+
+
+def test_thread_join_stream_and_run_streams_name_their_location(stack16, reviewer):
+    owner = sdk_client(stack16.base_url, reviewer)
+    thread = owner.threads.create()
+    run = owner.runs.create(thread["thread_id"], "typed_email", input={"request": "q9"})
+    parts = list(owner.threads.join_stream(thread["thread_id"], stream_mode="values"))
+    assert parts[0].event == "metadata" and parts[0].data["run_id"] == run["run_id"]
+    assert parts[-1].data["__interrupt__"][0]["value"]["action_request"]["action"] == "send_email"
+    # runs.stream answers with the Location langgraph_sdk reconnects to.
+    with httpx.stream(
+        "POST",
+        f"{stack16.base_url}/langgraph/threads/{thread['thread_id']}/runs/stream",
+        json={"assistant_id": "typed_email", "command": {"resume": {"type": "ignore"}}},
+        headers={"x-api-key": token_for(reviewer)},
+        timeout=60,
+    ) as response:
+        body = response.read().decode()
+        location = response.headers["location"]
+    run_id = _sse_events(body)[0][1]
+    assert (
+        location == f"/langgraph/threads/{thread['thread_id']}/runs/{json.loads(run_id)['run_id']}"
+    )

@@ -23,7 +23,7 @@ from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
-from hitl.api.langgraph import serializers, state
+from hitl.api.langgraph import serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.resume import check_storable
 from hitl.api.langgraph.schemas import (
@@ -149,7 +149,8 @@ async def _stream_response(
     )
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
-    response["Content-Location"] = _location(request, run)
+    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
+    response["Location"] = response["Content-Location"] = _location(request, run)
     return response
 
 
@@ -199,7 +200,8 @@ async def _finished_output(request, run: Run | None):
     if output is None:
         output = await sync_to_async(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
-    response["Content-Location"] = _location(request, run)
+    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
+    response["Location"] = response["Content-Location"] = _location(request, run)
     return response
 
 
@@ -373,15 +375,30 @@ def thread_state(request, thread_id: uuid.UUID, subgraphs: bool = False):
 
 @api.post("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
 def thread_state_update(request, thread_id: uuid.UUID, body: StateUpdateIn):
-    """Only the Agent Inbox's "mark as resolved" (values null as node __end__) is supported:
-    it withdraws the pending interrupts, like cancelling the thread in the UI."""
-    if body.as_node != "__end__" or body.values not in (None, {}):
-        raise services.Invalid(
-            "Editing thread state is not supported; only values=null with as_node='__end__' "
-            "(mark as resolved), which cancels the pending interrupts."
-        )
-    thread = services.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
-    return {"checkpoint": state.thread_state(thread)["checkpoint"]}
+    """Update the state as `as_node`; values null as node __end__ is the Agent Inbox's
+    "mark as resolved": it withdraws the pending interrupts, like cancelling in the UI."""
+    checkpoint_id = body.checkpoint_id or (
+        body.checkpoint.checkpoint_id if body.checkpoint else None
+    )
+    return thread_verbs.thread_update_state(
+        thread=_thread_for(request, thread_id),
+        user=request.user,
+        values=body.values,
+        as_node=body.as_node,
+        checkpoint_id=checkpoint_id,
+    )
+
+
+@api.delete("/threads/{thread_id}", response={204: None, **ERRORS}, tags=["threads"])
+def thread_delete(request, thread_id: uuid.UUID):
+    thread_verbs.thread_delete(thread=_thread_for(request, thread_id), user=request.user)
+    return 204, None
+
+
+@api.post("/threads/{thread_id}/copy", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_copy(request, thread_id: uuid.UUID):
+    copy = thread_verbs.thread_copy(thread=_thread_for(request, thread_id), user=request.user)
+    return serializers.thread_json(copy)
 
 
 @api.post("/threads/{thread_id}/state/checkpoint", response={200: dict, **ERRORS}, tags=["threads"])
@@ -423,14 +440,16 @@ def thread_history_get(
 @api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = _create_run(request, body, thread_id, stateless=False)
-    response["Content-Location"] = _location(request, run)
+    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
+    response["Location"] = response["Content-Location"] = _location(request, run)
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
 @api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = _create_run(request, body, None, stateless=True)
-    response["Content-Location"] = _location(request, run)
+    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
+    response["Location"] = response["Content-Location"] = _location(request, run)
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
@@ -518,6 +537,26 @@ async def runs_join_stream(
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await sync_to_async(_run_for)(request, thread_id, run_id)
+    except BaseException:
+        await sub.close()
+        raise
+    return await _stream_response(request, sub, run, stream_mode)
+
+
+@api.get(
+    "/threads/{thread_id}/stream",
+    response={200: dict, **ERRORS},
+    tags=["threads"],
+    openapi_extra=SSE_RESPONSE,
+)
+async def threads_join_stream(request, thread_id: uuid.UUID, stream_mode: list[str] | None = None):
+    """Follow the thread's current run (or its latest one) in the requested modes."""
+    sub = await ThreadSubscription(thread_id).open()
+    try:
+        thread = await sync_to_async(_thread_for)(request, thread_id)
+        run = await sync_to_async(lambda: thread.runs.order_by("-created_at").first())()
+        if run is None:
+            raise services.NotFound("The thread has no run to follow yet.")
     except BaseException:
         await sub.close()
         raise
