@@ -86,6 +86,9 @@ class Run(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
     # start: the graph input; resume: {"resume": {interrupt_id: value}}.
     input = OrderedJSONField(default=dict, blank=True)
+    # A run started from an earlier checkpoint of the thread (time travel, a fork);
+    # blank: from the latest one.
+    checkpoint_id = models.CharField(max_length=64, blank=True)
     result = OrderedJSONField(null=True, blank=True)
     # A structured final result the agent finished with (shown in the thread).
     final_result = OrderedJSONField(null=True, blank=True)

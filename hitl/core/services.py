@@ -64,10 +64,13 @@ def run_start(
     metadata: dict[str, Any] | None = None,
     run_metadata: dict[str, Any] | None = None,
     webhook: str = "",
+    checkpoint_id: str = "",
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
     A thread that has never run takes the run's graph (one created by the API first).
+    With `checkpoint_id` the run goes on from that earlier checkpoint of the thread (an
+    empty input continues it; an input is applied to its state), forking its history.
     """
     if graph not in registry.targets:
         raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
@@ -122,6 +125,7 @@ def run_start(
             input=input,
             metadata=run_metadata or {},
             webhook=webhook,
+            checkpoint_id=checkpoint_id or "",
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )

@@ -470,3 +470,43 @@ def test_thread_join_stream_and_run_streams_name_their_location(stack16, reviewe
     assert (
         location == f"/langgraph/threads/{thread['thread_id']}/runs/{json.loads(run_id)['run_id']}"
     )
+
+
+def test_a_run_from_an_earlier_checkpoint_forks_the_thread_from_that_step(stack16, reviewer):
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = _done(sdk)
+    history = sdk.threads.get_history(thread_id, limit=50)
+    (before_ask,) = [h for h in history if h["next"] == ["ask"]]
+    checkpoint_id = before_ask["checkpoint"]["checkpoint_id"]
+    # Bad input first: an unknown checkpoint, a checkpoint with a resume.
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        sdk.runs.create(thread_id, "typed_email", input={}, checkpoint_id="1f0-nope")
+    assert exc.value.response.status_code == 404
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        sdk.runs.create(
+            thread_id,
+            "typed_email",
+            command={"resume": {"type": "accept"}},
+            checkpoint_id=checkpoint_id,
+        )
+    assert exc.value.response.status_code == 400
+    runs_before = Thread.objects.get(pk=thread_id).runs.count()
+    assert runs_before == 2
+    # From the step before "ask": the graph asks again, a new interrupt to answer.
+    values = sdk.runs.wait(
+        thread_id, "typed_email", input=None, checkpoint={"checkpoint_id": checkpoint_id}
+    )
+    assert values["__interrupt__"][0]["value"]["action_request"]["action"] == "send_email"
+    state = sdk.threads.get_state(thread_id)
+    assert state["next"] == ["ask"]
+    # LangGraph's fork: a copy of the chosen checkpoint (same parent), then the new steps.
+    fork = sdk.threads.get_state(thread_id, state["parent_checkpoint"]["checkpoint_id"])
+    assert fork["metadata"]["source"] == "fork" and fork["next"] == ["ask"]
+    assert fork["parent_checkpoint"] == before_ask["parent_checkpoint"]
+    run = Thread.objects.get(pk=thread_id).runs.order_by("-created_at").first()
+    assert run.checkpoint_id == checkpoint_id
+    edit = {"type": "edit", "args": {"action": "send_email", "args": {**EMAIL_ARGS, "copies": 7}}}
+    final = sdk.runs.wait(thread_id, "typed_email", command={"resume": edit})
+    assert final["sent"]["copies"] == 7
+    # The original branch is still in the history.
+    assert len(sdk.threads.get_history(thread_id, limit=100)) > len(history)

@@ -105,8 +105,11 @@ def _create_run(
 ) -> Run:
     if body.interrupt_before or body.interrupt_after:
         raise services.Invalid("interrupt_before/interrupt_after are not supported.")
-    if body.checkpoint or body.checkpoint_id:
-        raise services.Invalid("Starting from an earlier checkpoint is not supported.")
+    checkpoint_id = body.checkpoint_id
+    if isinstance(body.checkpoint, dict) and body.checkpoint.get("checkpoint_id"):
+        checkpoint_id = checkpoint_id or body.checkpoint["checkpoint_id"]
+    elif body.checkpoint is not None and not isinstance(body.checkpoint, dict):
+        raise services.Invalid("checkpoint must be an object {checkpoint_id, ...}.")
     thread = None
     new_thread_id = thread_id if stateless else None
     if not stateless:
@@ -127,6 +130,7 @@ def _create_run(
         command=command,
         metadata=body.metadata,
         webhook=body.webhook,
+        checkpoint_id=checkpoint_id,
         lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
     )
 

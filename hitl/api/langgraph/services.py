@@ -99,6 +99,7 @@ def run_create(
     metadata: Any = None,
     webhook: str | None = None,
     lenient: bool = False,
+    checkpoint_id: str | None = None,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -124,9 +125,16 @@ def run_create(
             raise services.Invalid('A command needs "resume".')
         if input is not None:
             raise services.Invalid("Send either input or command, not both.")
+        if checkpoint_id:
+            raise services.Invalid(
+                "A resume answers the latest checkpoint's interrupts; start a run from an "
+                "earlier checkpoint with input instead."
+            )
     with transaction.atomic():
         if thread is None:
             thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
+        if checkpoint_id:
+            check_checkpoint(thread, checkpoint_id)
         if command is None:
             return services.run_start(
                 graph=graph,
@@ -135,6 +143,7 @@ def run_create(
                 thread=thread,
                 run_metadata=metadata,
                 webhook=webhook or "",
+                checkpoint_id=checkpoint_id or "",
             )
         if thread.graph != graph:
             raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
@@ -142,6 +151,19 @@ def run_create(
         return resume_command(
             thread=thread, user=user, resume=command["resume"], run_fields=fields, lenient=lenient
         )
+
+
+def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
+    """Refuse a checkpoint id that is not one of this thread's checkpoints."""
+    from hitl.core.tasks import checkpointer
+
+    check_storable(checkpoint_id, "checkpoint_id")
+    if not isinstance(checkpoint_id, str) or not 0 < len(checkpoint_id) <= 64:
+        raise services.Invalid("checkpoint_id must be a checkpoint id of this thread.")
+    config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
+    config["configurable"]["checkpoint_id"] = checkpoint_id
+    if checkpointer().get_tuple(config) is None:
+        raise services.NotFound(f"Thread {thread.pk} has no checkpoint {checkpoint_id!r}.")
 
 
 def run_cancel(*, run: Run, user) -> Run:
