@@ -8,6 +8,7 @@ interrupts at once (parallel branches), so a client can answer only one of them.
 from __future__ import annotations
 
 import operator
+import time
 from typing import Annotated, Any, TypedDict
 
 from langgraph.config import get_stream_writer
@@ -15,6 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 TARGETS = {
+    "ticker": "tests.api.client_graphs:ticker_graph",
     "typed_email": "tests.api.client_graphs:typed_email_graph",
     "two_approvals": "tests.api.client_graphs:two_approvals_graph",
 }
@@ -114,3 +116,25 @@ _two.add_edge(START, "right")
 _two.add_edge("left", END)
 _two.add_edge("right", END)
 two_approvals_graph = _two.compile()
+
+
+class TickState(TypedDict, total=False):
+    ticks: int
+    pause: float
+
+
+def _tick(state: TickState) -> dict[str, Any]:
+    """Write TICKS custom chunks, `pause` seconds apart (a stream to cut in the middle)."""
+    write = get_stream_writer()
+    for i in range(TICKS):
+        write({"tick": i})
+        time.sleep(state.get("pause", 0.4))
+    return {"ticks": TICKS}
+
+
+TICKS = 16
+_ticker = StateGraph(TickState)
+_ticker.add_node("tick", _tick)
+_ticker.add_edge(START, "tick")
+_ticker.add_edge("tick", END)
+ticker_graph = _ticker.compile()

@@ -41,7 +41,7 @@ from hitl.api.langgraph.schemas import (
 )
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events
 from hitl.api.tokens import TokenBearer, TokenHeader
-from hitl.core import services
+from hitl.core import eventlog, services
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.selectors import thread_list_for_user, user_can_view_thread
@@ -135,6 +135,9 @@ def _create_run(
     )
 
 
+# Repeated `?stream_mode=` query parameters (a list would otherwise be read from a body).
+MODES_QUERY = Query(None)
+
 # A client that sends edited arguments as text marks itself with this header.
 LENIENT_HEADER = "X-HITL-Lenient-Edits"
 
@@ -147,14 +150,26 @@ def _location(request: HttpRequest, run: Run) -> str:
 async def _stream_response(
     request, sub: ThreadSubscription, run: Run, stream_mode
 ) -> StreamingHttpResponse:
+    last_event_id = request.headers.get("Last-Event-ID") or None
+    if last_event_id and not stream_mode:
+        # A reconnect (langgraph_sdk GETs the Location) carries no modes: the run's own.
+        stream_mode = await sync_to_async(eventlog.saved_modes)(run.pk)
     response = StreamingHttpResponse(
-        run_events(sub=sub, run=run, stream_mode=stream_mode, timeout=_wait_seconds()),
+        run_events(
+            sub=sub,
+            run=run,
+            stream_mode=stream_mode,
+            timeout=_wait_seconds(),
+            last_event_id=last_event_id,
+        ),
         content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
-    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
-    response["Location"] = response["Content-Location"] = _location(request, run)
+    response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return response
 
 
@@ -204,8 +219,10 @@ async def _finished_output(request, run: Run | None):
     if output is None:
         output = await sync_to_async(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
-    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
-    response["Location"] = response["Content-Location"] = _location(request, run)
+    response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return response
 
 
@@ -444,16 +461,20 @@ def thread_history_get(
 @api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = _create_run(request, body, thread_id, stateless=False)
-    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
-    response["Location"] = response["Content-Location"] = _location(request, run)
+    response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
 @api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = _create_run(request, body, None, stateless=True)
-    # Location is what langgraph_sdk reconnects to; Content-Location for older clients.
-    response["Location"] = response["Content-Location"] = _location(request, run)
+    response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
@@ -535,7 +556,7 @@ async def runs_join_stream(
     request,
     thread_id: uuid.UUID,
     run_id: uuid.UUID,
-    stream_mode: list[Literal[STREAM_MODES]] | None = None,  # type: ignore[valid-type]
+    stream_mode: list[Literal[STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
     cancel_on_disconnect: bool = False,
 ):
     sub = await ThreadSubscription(thread_id).open()
@@ -553,7 +574,11 @@ async def runs_join_stream(
     tags=["threads"],
     openapi_extra=SSE_RESPONSE,
 )
-async def threads_join_stream(request, thread_id: uuid.UUID, stream_mode: list[str] | None = None):
+async def threads_join_stream(
+    request,
+    thread_id: uuid.UUID,
+    stream_mode: list[Literal[STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
+):
     """Follow the thread's current run (or its latest one) in the requested modes."""
     sub = await ThreadSubscription(thread_id).open()
     try:
