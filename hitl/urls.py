@@ -6,7 +6,7 @@ from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import views as ops
-from hitl.review import tokens, views
+from hitl.review import timetravel, tokens, views
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -18,6 +18,7 @@ urlpatterns = [
     path("threads/<uuid:thread_id>/live/", views.thread_live, name="thread-live"),
     path("threads/<uuid:thread_id>/status/", views.thread_status, name="thread-status"),
     path("threads/<uuid:thread_id>/cancel/", views.thread_cancel, name="thread-cancel"),
+    path("threads/<uuid:thread_id>/fork/", timetravel.thread_fork, name="thread-fork"),
     path(
         "threads/<uuid:thread_id>/files/<uuid:artifact_id>/",
         views.artifact_download,
