@@ -115,8 +115,11 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
     """Start a run from an earlier checkpoint, after an optional state edit."""
     from hitl.core import services
 
-    if not (user.is_staff or user_can_run_thread(user, thread)):
-        raise Forbidden("Only the thread's requester (or an admin) can fork it.")
+    if not user_can_run_thread(user, thread):
+        raise Forbidden(
+            "Only the thread's requester (or a user with the hitl.run_any_thread "
+            "permission) can fork it."
+        )
     if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
         raise Conflict(f"The thread is {thread.status}; answer or cancel it before forking.")
     if not isinstance(checkpoint_id, str) or not 0 < len(checkpoint_id) <= 64:

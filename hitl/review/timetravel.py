@@ -18,7 +18,7 @@ MAX_EDIT_BYTES = 64 * 1024
 
 def history_context(thread: Thread, user) -> dict:
     """What the history section shows: steps, newest first, and whether forking is allowed."""
-    can_fork = (user.is_staff or user_can_run_thread(user, thread)) and thread.status not in (
+    can_fork = user_can_run_thread(user, thread) and thread.status not in (
         Thread.Status.BUSY,
         Thread.Status.INTERRUPTED,
     )
