@@ -122,7 +122,8 @@ class AuditEntry:
 
 
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    # In the graph's key order (the data column keeps it), not alphabetical.
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def _summary(event: AuditEvent) -> str:

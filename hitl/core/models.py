@@ -366,7 +366,8 @@ class AuditEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    data = models.JSONField(default=dict, blank=True)
+    # json, not jsonb: the trail shows proposed arguments in the order the graph wrote them.
+    data = OrderedJSONField(default=dict, blank=True)
 
     objects = AuditEventQuerySet.as_manager()
 

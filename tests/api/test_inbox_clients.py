@@ -267,6 +267,11 @@ def test_args_keep_the_graphs_key_order_in_storage_every_api_and_the_page(
     row.refresh_from_db()
     assert list(row.response_args["args"]) == list(edited)
     assert list(sdk.threads.get_state(thread_id)["values"]["sent"]) == list(edited)
+    # The audit trail on the page shows what was proposed in the graph's order too.
+    html = client.get(f"/threads/{thread_id}/").content.decode()
+    trail = html[html.index("Proposed") :]
+    positions = [trail.index(f"&quot;{key}&quot;:") for key in expected]
+    assert positions == sorted(positions)
 
 
 # --- stream parity --------------------------------------------------------------------
