@@ -105,11 +105,7 @@ def _create_run(
 ) -> Run:
     if body.interrupt_before or body.interrupt_after:
         raise services.Invalid("interrupt_before/interrupt_after are not supported.")
-    checkpoint_id = body.checkpoint_id
-    if isinstance(body.checkpoint, dict) and body.checkpoint.get("checkpoint_id"):
-        checkpoint_id = checkpoint_id or body.checkpoint["checkpoint_id"]
-    elif body.checkpoint is not None and not isinstance(body.checkpoint, dict):
-        raise services.Invalid("checkpoint must be an object {checkpoint_id, ...}.")
+    checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
     thread = None
     new_thread_id = thread_id if stateless else None
     if not stateless:
@@ -398,15 +394,12 @@ def thread_state(request, thread_id: uuid.UUID, subgraphs: bool = False):
 def thread_state_update(request, thread_id: uuid.UUID, body: StateUpdateIn):
     """Update the state as `as_node`; values null as node __end__ is the Agent Inbox's
     "mark as resolved": it withdraws the pending interrupts, like cancelling in the UI."""
-    checkpoint_id = body.checkpoint_id or (
-        body.checkpoint.checkpoint_id if body.checkpoint else None
-    )
     return thread_verbs.thread_update_state(
         thread=_thread_for(request, thread_id),
         user=request.user,
         values=body.values,
         as_node=body.as_node,
-        checkpoint_id=checkpoint_id,
+        checkpoint_id=body.checkpoint_id or getattr(body.checkpoint, "checkpoint_id", None),
     )
 
 

@@ -153,6 +153,13 @@ def run_create(
         )
 
 
+def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:
+    """The checkpoint a run starts from: `checkpoint_id`, or `checkpoint.checkpoint_id`."""
+    if checkpoint is not None and not isinstance(checkpoint, dict):
+        raise services.Invalid("checkpoint must be an object {checkpoint_id, ...}.")
+    return checkpoint_id or (checkpoint or {}).get("checkpoint_id") or None
+
+
 def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
     """Refuse a checkpoint id that is not one of this thread's checkpoints."""
     from hitl.core.tasks import checkpointer
