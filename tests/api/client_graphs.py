@@ -132,7 +132,7 @@ def _tick(state: TickState) -> dict[str, Any]:
     return {"ticks": TICKS}
 
 
-TICKS = 16
+TICKS = 24
 _ticker = StateGraph(TickState)
 _ticker.add_node("tick", _tick)
 _ticker.add_edge(START, "tick")
