@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import jsonschema
 
+from agents.coerce import coerce_edit
+
 ResponseType = Literal["accept", "ignore", "response", "edit"]
 RESPONSE_TYPES: tuple[str, ...] = ("accept", "ignore", "response", "edit")
 
@@ -257,10 +259,14 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def check_response(request: Request, response_type: str, args: Any) -> Any:
+def check_response(
+    request: Request, response_type: str, args: Any, *, lenient: bool = False
+) -> Any:
     """Validate a reviewer's answer to one request; return the normalized args.
 
-    Raises ContractError with a message meant for the reviewer.
+    `lenient` reads an edit's string values as the types the schema asks for (clients
+    such as the Agent Inbox send every edited field as text). Raises ContractError
+    with a message meant for the reviewer.
     """
     if response_type not in RESPONSE_TYPES:
         raise ContractError(
@@ -277,10 +283,10 @@ def check_response(request: Request, response_type: str, args: Any) -> Any:
         if not isinstance(args, str) or not args.strip():
             raise ContractError("A response needs a non-empty text.")
         return args
-    return _check_edit(request, args)
+    return _check_edit(request, args, lenient=lenient)
 
 
-def _check_edit(request: Request, args: Any) -> dict[str, Any]:
+def _check_edit(request: Request, args: Any, *, lenient: bool = False) -> dict[str, Any]:
     if isinstance(args, str):
         try:
             args = json.loads(args)
@@ -296,6 +302,8 @@ def _check_edit(request: Request, args: Any) -> dict[str, Any]:
         raise ContractError(f"An edit cannot change the action ({request.action!r} to {action!r}).")
     if not isinstance(edited, dict):
         raise ContractError("An edit needs 'args' as a JSON object.")
+    if lenient:
+        edited = coerce_edit(edited, request.args_schema, request.args)
     if request.args_schema:
         validator = jsonschema.Draft202012Validator(request.args_schema)
         errors = sorted(validator.iter_errors(edited), key=lambda e: list(e.path))

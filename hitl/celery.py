@@ -1,11 +1,37 @@
 """The Celery app: settings come from Django settings with the CELERY_ prefix."""
 
+import logging
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
 app = Celery("hitl")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # Task modules are listed in settings.CELERY_IMPORTS.
+
+
+@signals.worker_ready.connect(weak=False, dispatch_uid="hitl-worker-ready-log")
+def _log_ready(sender=None, **kwargs) -> None:
+    """Say, once at INFO, that this worker takes runs, and which graphs it can load."""
+    from django.conf import settings
+
+    from agents.registry import import_target
+
+    log = logging.getLogger("hitl.worker")
+    loadable = []
+    for name, target in sorted(settings.HITL_GRAPHS.items()):
+        try:
+            import_target(target)
+        except Exception as exc:  # a module web can import but this worker cannot
+            log.error("graph %s (%s) cannot be imported by this worker: %s", name, target, exc)
+        else:
+            loadable.append(name)
+    queues = sorted(q.name for q in getattr(getattr(sender, "task_consumer", None), "queues", []))
+    log.info(
+        "HITL worker ready to take runs: %s (queues: %s; graphs: %s)",
+        getattr(sender, "hostname", "worker"),
+        ", ".join(queues) or "default",
+        ", ".join(loadable),
+    )

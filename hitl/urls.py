@@ -7,7 +7,16 @@ from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import thread_actions
 from hitl.ops import views as ops
-from hitl.review import batch, bulk_views, claim_views, notify_views, run_actions, tokens, views
+from hitl.review import (
+    batch,
+    bulk_views,
+    claim_views,
+    notify_views,
+    run_actions,
+    timetravel,
+    tokens,
+    views,
+)
 
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
@@ -22,6 +31,7 @@ urlpatterns = [
     path("threads/<uuid:thread_id>/decide-all/", batch.thread_decide_all, name="thread-decide-all"),
     path("threads/<uuid:thread_id>/rerun/", run_actions.thread_rerun, name="thread-rerun"),
     path("threads/<uuid:thread_id>/retry/", thread_actions.thread_retry, name="thread-retry"),
+    path("threads/<uuid:thread_id>/fork/", timetravel.thread_fork, name="thread-fork"),
     path(
         "threads/<uuid:thread_id>/files/<uuid:artifact_id>/",
         views.artifact_download,

@@ -122,7 +122,8 @@ class AuditEntry:
 
 
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    # In the graph's key order (the data column keeps it), not alphabetical.
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def _summary(event: AuditEvent) -> str:
@@ -177,6 +178,15 @@ def _summary(event: AuditEvent) -> str:
         return str(data.get("status", ""))
     if kind == Kind.RUN_FAILED:
         return str(data.get("error", ""))[:200]
+    if kind == Kind.THREAD_FORKED:
+        edited = data.get("edited") or []
+        return f"fork from checkpoint …{str(data.get('checkpoint_id', ''))[-8:]}" + (
+            f", state edited ({', '.join(edited)})" if edited else ""
+        )
+    if kind == Kind.THREAD_STATE_UPDATED:
+        return f"state updated as {data.get('as_node') or 'the last node'}"
+    if kind == Kind.THREAD_COPIED:
+        return f"copy of thread {data.get('source_thread_id', '')}"
     return str(data.get("note", ""))[:200]  # claims and snoozes say it in words
 
 

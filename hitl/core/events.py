@@ -20,6 +20,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels_redis.core import RedisChannelLayer
 
+from hitl.core import eventlog
 from hitl.core.errors import is_transient
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class ThreadEvent(TypedDict):
     type: Literal["thread.event"]
     thread_id: str
     event: dict[str, Any]
+    # The event's id in the thread's replayable log (hitl.core.eventlog), when logged.
+    seq: NotRequired[str]
 
 
 class InterruptChanged(TypedDict):
@@ -253,11 +256,15 @@ def groups_listened(groups: list[str]) -> bool:
 def thread_stream_listened(thread_id: Any) -> bool:
     """Whether anyone listens to the thread's full event stream (a thread page, an SSE
     or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""
-    return groups_listened([thread_group(thread_id)])
+    # A resumable stream's client may be reconnecting (a web restart): keep its events.
+    return groups_listened([thread_group(thread_id)]) or eventlog.is_resumable(thread_id)
 
 
 def publish_thread_event(thread_id: Any, event: dict[str, Any]) -> None:
     message: ThreadEvent = {"type": "thread.event", "thread_id": str(thread_id), "event": event}
+    seq = eventlog.append(thread_id, event)
+    if seq is not None:
+        message["seq"] = seq
     publish([thread_group(thread_id)], dict(message))
 
 

@@ -7,6 +7,8 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
+from hitl.core.fields import OrderedJSONField
+
 
 class QuerySet(models.QuerySet):
     def one_or_none(self):
@@ -104,10 +106,13 @@ class Run(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
     # start: the graph input; resume: {"resume": {interrupt_id: value}}.
-    input = models.JSONField(default=dict, blank=True)
-    result = models.JSONField(null=True, blank=True)
+    input = OrderedJSONField(default=dict, blank=True)
+    # A run started from an earlier checkpoint of the thread (time travel, a fork);
+    # blank: from the latest one.
+    checkpoint_id = models.CharField(max_length=64, blank=True)
+    result = OrderedJSONField(null=True, blank=True)
     # A structured final result the agent finished with (shown in the thread).
-    final_result = models.JSONField(null=True, blank=True)
+    final_result = OrderedJSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     # Signed POSTs on interrupt and completion (host must be allow-listed).
@@ -189,11 +194,11 @@ class HumanInterrupt(models.Model):
     # Position of this request inside the interrupt value (lists, batched middleware).
     position = models.PositiveSmallIntegerField(default=0)
     kind = models.CharField(max_length=24, choices=Kind.choices)
-    raw_value = models.JSONField(null=True, blank=True)
-    response_schema = models.JSONField(null=True, blank=True)
+    raw_value = OrderedJSONField(null=True, blank=True)
+    response_schema = OrderedJSONField(null=True, blank=True)
     action = models.CharField(max_length=200, blank=True)
-    args = models.JSONField(default=dict, blank=True)
-    args_schema = models.JSONField(null=True, blank=True)
+    args = OrderedJSONField(default=dict, blank=True)
+    args_schema = OrderedJSONField(null=True, blank=True)
     description = models.TextField(blank=True)
     allow_accept = models.BooleanField(default=False)
     allow_edit = models.BooleanField(default=False)
@@ -204,7 +209,7 @@ class HumanInterrupt(models.Model):
     )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
     response_type = models.CharField(max_length=10, choices=ResponseType.choices, blank=True)
-    response_args = models.JSONField(null=True, blank=True)
+    response_args = OrderedJSONField(null=True, blank=True)
     responded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -391,6 +396,10 @@ class AuditEvent(models.Model):
         RUN_RETRIED = "run.retried"
         RUN_CANCELLED = "run.cancelled"
         THREAD_CANCELLED = "thread.cancelled"
+        THREAD_DELETED = "thread.deleted"
+        THREAD_COPIED = "thread.copied"
+        THREAD_STATE_UPDATED = "thread.state_updated"
+        THREAD_FORKED = "thread.forked"
 
     id = models.BigAutoField(primary_key=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -409,7 +418,8 @@ class AuditEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    data = models.JSONField(default=dict, blank=True)
+    # json, not jsonb: the trail shows proposed arguments in the order the graph wrote them.
+    data = OrderedJSONField(default=dict, blank=True)
 
     objects = AuditEventQuerySet.as_manager()
 

@@ -65,10 +65,13 @@ def run_start(
     metadata: dict[str, Any] | None = None,
     run_metadata: dict[str, Any] | None = None,
     webhook: str = "",
+    checkpoint_id: str = "",
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
     A thread that has never run takes the run's graph (one created by the API first).
+    With `checkpoint_id` the run goes on from that earlier checkpoint of the thread (an
+    empty input continues it; an input is applied to its state), forking its history.
     """
     if graph not in registry.targets:
         raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
@@ -123,6 +126,7 @@ def run_start(
             input=input,
             metadata=run_metadata or {},
             webhook=webhook,
+            checkpoint_id=checkpoint_id or "",
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )
@@ -201,6 +205,7 @@ def interrupt_resolve(
     grace: float = 0,
     savepoint: bool = True,
     approval_round: int | None = None,
+    lenient: bool = False,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -211,7 +216,8 @@ def interrupt_resolve(
 
     With `grace` (seconds) the answer is stored and counts as given at once, but the
     thread resumes only when the grace period ends; until then `interrupt_undo` takes
-    it back.
+    it back. `lenient` reads an edit's string values as the types its schema asks for
+    (string-sending clients such as the Agent Inbox).
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -255,7 +261,9 @@ def interrupt_resolve(
                 raise Conflict(f"Already answered by {who}.")
             raise Conflict(f"This interrupt is {row.status}.")
         try:
-            normalized = contract.check_response(_request_of(row), response_type, args)
+            normalized = contract.check_response(
+                _request_of(row), response_type, args, lenient=lenient
+            )
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
         if row.approvals_required > 1:

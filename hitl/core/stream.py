@@ -44,7 +44,7 @@ from ag_ui.core.events import BaseEvent
 
 # The LangGraph stream modes the worker asks for (hitl/core/tasks.py).
 # "tasks" says when a node starts (updates only say when it ended): the page names it.
-STREAM_MODES = ["values", "updates", "messages", "tasks"]
+STREAM_MODES = ["values", "updates", "messages", "tasks", "custom"]
 NODE_STARTED = "hitl.node_started"
 RAW_SOURCE = "langgraph"
 
@@ -452,4 +452,6 @@ def events_for_chunk(mode: str, chunk: Any) -> list[dict[str, Any]]:
             events.append(StepStartedEvent(step_name=node))
             events.append(StepFinishedEvent(step_name=node))
         return [_raw(mode, chunk)] + [_dump(e) for e in events]
+    if mode == "custom":  # what a node wrote with get_stream_writer(), passed on verbatim
+        return [_raw(mode, chunk)]
     return []

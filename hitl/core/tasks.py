@@ -72,7 +72,27 @@ def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
             return Command(resume=resume)
     if mine or run.kind == Run.Kind.RESUME:
         return _ALREADY_DONE if state.interrupts else None
+    if run.checkpoint_id and not run.input:
+        return None  # from a checkpoint with no input: continue from it
     return run.input
+
+
+def _from_checkpoint(graph: Any, config: dict[str, Any], run: Run) -> dict[str, Any]:
+    """The config of a run started from an earlier checkpoint (a fork).
+
+    A redelivered fork that already made progress goes on from its own latest
+    checkpoint instead: starting from the fork point again would branch twice.
+    """
+    latest = graph.get_state(config)
+    if (latest.metadata or {}).get("hitl_run_id") == str(run.id):
+        return config
+    configurable = {**config["configurable"], "checkpoint_id": run.checkpoint_id}
+    if not run.input:
+        # Continuing a checkpoint re-runs its tasks: on a copy of it (LangGraph's
+        # "__copy__" fork) they get new ids, so their interrupts are new ones too.
+        forked = graph.update_state({**config, "configurable": configurable}, None, "__copy__")
+        configurable["checkpoint_id"] = forked["configurable"]["checkpoint_id"]
+    return {**config, "configurable": configurable}
 
 
 def _check_ended(state: Any) -> None:
@@ -154,6 +174,8 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     started = time.monotonic()
     try:
         graph = registry.get(thread.graph, checkpointer())
+        if run.checkpoint_id:
+            config = _from_checkpoint(graph, config, run)
         graph_input = _graph_input(graph, config, run)
         events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         if graph_input is not _ALREADY_DONE:

@@ -174,6 +174,7 @@ class ThreadSubscription:
 
     def __init__(self, thread_id: Any, *, status_only: bool = False):
         self.thread_id = str(thread_id)
+        self.last_seq: str | None = None
         self.group = (events.thread_status_group if status_only else events.thread_group)(thread_id)
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._hub: _Hub | None = None
@@ -385,4 +386,6 @@ async def run_events_of(
             if kind == "RUN_ERROR" or event.get("runId") == run_id:
                 return
             continue
+        # The event's id in the thread's replayable log, for callers that number theirs.
+        sub.last_seq = message.get("seq")
         yield event

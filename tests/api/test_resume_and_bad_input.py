@@ -387,8 +387,9 @@ def test_browser_clients_get_cors_for_allowed_origins_only(lg, reviewer, setting
 def test_agent_inbox_mark_as_resolved_withdraws_the_interrupt(lg, manual_runs, requester, outsider):
     client = lg(requester)
     thread_id = start(client, manual_runs, "approval")
+    # Editing the state of a thread that waits on reviewers is refused (answer them first).
     edit = client.post(f"/threads/{thread_id}/state", {"values": {"x": 1}, "as_node": "propose"})
-    assert edit.status_code == 400
+    assert edit.status_code == 409 and "waits on reviewers" in edit.json()["detail"]
     assert (
         lg(outsider)
         .post(f"/threads/{thread_id}/state", {"values": None, "as_node": "__end__"})

@@ -57,7 +57,9 @@ def test_retry_requeues_the_failed_run_for_staff_only(
 ):
     run = failed_thread.runs.get()
     refused = client_for(requester).post(f"/threads/{failed_thread.pk}/retry/", follow=True)
-    assert "Only admins with the hitl.change_run permission can do this." in refused.content.decode()
+    assert (
+        "Only admins with the hitl.change_run permission can do this." in refused.content.decode()
+    )
     assert Run.objects.get(pk=run.pk).status == "error"
 
     response = client_for(admin_user).post(f"/threads/{failed_thread.pk}/retry/", follow=True)

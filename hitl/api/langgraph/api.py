@@ -23,7 +23,7 @@ from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
-from hitl.api.langgraph import serializers, state
+from hitl.api.langgraph import serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.resume import check_storable
 from hitl.api.langgraph.schemas import (
@@ -41,7 +41,7 @@ from hitl.api.langgraph.schemas import (
 )
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events
 from hitl.api.tokens import TokenBearer, TokenHeader
-from hitl.core import services
+from hitl.core import eventlog, services
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.selectors import thread_list_for_user, user_can_view_thread
@@ -105,8 +105,7 @@ def _create_run(
 ) -> Run:
     if body.interrupt_before or body.interrupt_after:
         raise services.Invalid("interrupt_before/interrupt_after are not supported.")
-    if body.checkpoint or body.checkpoint_id:
-        raise services.Invalid("Starting from an earlier checkpoint is not supported.")
+    checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
     thread = None
     new_thread_id = thread_id if stateless else None
     if not stateless:
@@ -127,7 +126,16 @@ def _create_run(
         command=command,
         metadata=body.metadata,
         webhook=body.webhook,
+        checkpoint_id=checkpoint_id,
+        lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
     )
+
+
+# Repeated `?stream_mode=` query parameters (a list would otherwise be read from a body).
+MODES_QUERY = Query(None)
+
+# A client that sends edited arguments as text marks itself with this header.
+LENIENT_HEADER = "X-HITL-Lenient-Edits"
 
 
 def _location(request: HttpRequest, run: Run) -> str:
@@ -138,13 +146,26 @@ def _location(request: HttpRequest, run: Run) -> str:
 async def _stream_response(
     request, sub: ThreadSubscription, run: Run, stream_mode
 ) -> StreamingHttpResponse:
+    last_event_id = request.headers.get("Last-Event-ID") or None
+    if last_event_id and not stream_mode:
+        # A reconnect (langgraph_sdk GETs the Location) carries no modes: the run's own.
+        stream_mode = await sync_to_async(eventlog.saved_modes)(run.pk)
     response = StreamingHttpResponse(
-        run_events(sub=sub, run=run, stream_mode=stream_mode, timeout=_wait_seconds()),
+        run_events(
+            sub=sub,
+            run=run,
+            stream_mode=stream_mode,
+            timeout=_wait_seconds(),
+            last_event_id=last_event_id,
+        ),
         content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
     response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return response
 
 
@@ -195,6 +216,9 @@ async def _finished_output(request, run: Run | None):
         output = await sync_to_async(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
     response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return response
 
 
@@ -368,15 +392,27 @@ def thread_state(request, thread_id: uuid.UUID, subgraphs: bool = False):
 
 @api.post("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
 def thread_state_update(request, thread_id: uuid.UUID, body: StateUpdateIn):
-    """Only the Agent Inbox's "mark as resolved" (values null as node __end__) is supported:
-    it withdraws the pending interrupts, like cancelling the thread in the UI."""
-    if body.as_node != "__end__" or body.values not in (None, {}):
-        raise services.Invalid(
-            "Editing thread state is not supported; only values=null with as_node='__end__' "
-            "(mark as resolved), which cancels the pending interrupts."
-        )
-    thread = services.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
-    return {"checkpoint": state.thread_state(thread)["checkpoint"]}
+    """Update the state as `as_node`; values null as node __end__ is the Agent Inbox's
+    "mark as resolved": it withdraws the pending interrupts, like cancelling in the UI."""
+    return thread_verbs.thread_update_state(
+        thread=_thread_for(request, thread_id),
+        user=request.user,
+        values=body.values,
+        as_node=body.as_node,
+        checkpoint_id=body.checkpoint_id or getattr(body.checkpoint, "checkpoint_id", None),
+    )
+
+
+@api.delete("/threads/{thread_id}", response={204: None, **ERRORS}, tags=["threads"])
+def thread_delete(request, thread_id: uuid.UUID):
+    thread_verbs.thread_delete(thread=_thread_for(request, thread_id), user=request.user)
+    return 204, None
+
+
+@api.post("/threads/{thread_id}/copy", response={200: dict, **ERRORS}, tags=["threads"])
+def thread_copy(request, thread_id: uuid.UUID):
+    copy = thread_verbs.thread_copy(thread=_thread_for(request, thread_id), user=request.user)
+    return serializers.thread_json(copy)
 
 
 @api.post("/threads/{thread_id}/state/checkpoint", response={200: dict, **ERRORS}, tags=["threads"])
@@ -419,6 +455,9 @@ def thread_history_get(
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = _create_run(request, body, thread_id, stateless=False)
     response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
@@ -426,6 +465,9 @@ def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: Run
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = _create_run(request, body, None, stateless=True)
     response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
@@ -507,12 +549,36 @@ async def runs_join_stream(
     request,
     thread_id: uuid.UUID,
     run_id: uuid.UUID,
-    stream_mode: list[Literal[STREAM_MODES]] | None = None,  # type: ignore[valid-type]
+    stream_mode: list[Literal[STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
     cancel_on_disconnect: bool = False,
 ):
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await sync_to_async(_run_for)(request, thread_id, run_id)
+    except BaseException:
+        await sub.close()
+        raise
+    return await _stream_response(request, sub, run, stream_mode)
+
+
+@api.get(
+    "/threads/{thread_id}/stream",
+    response={200: dict, **ERRORS},
+    tags=["threads"],
+    openapi_extra=SSE_RESPONSE,
+)
+async def threads_join_stream(
+    request,
+    thread_id: uuid.UUID,
+    stream_mode: list[Literal[STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
+):
+    """Follow the thread's current run (or its latest one) in the requested modes."""
+    sub = await ThreadSubscription(thread_id).open()
+    try:
+        thread = await sync_to_async(_thread_for)(request, thread_id)
+        run = await sync_to_async(lambda: thread.runs.order_by("-created_at").first())()
+        if run is None:
+            raise services.NotFound("The thread has no run to follow yet.")
     except BaseException:
         await sub.close()
         raise

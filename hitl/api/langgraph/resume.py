@@ -163,13 +163,19 @@ def _resolve_all(
     plan: list[tuple[Any, str, Any]],
     groups: dict[str, list[HumanInterrupt]],
     run_fields: dict[str, Any] | None = None,
+    lenient: bool = False,
+    partial: bool = False,
 ) -> Run:
     """Answer every row of `plan` in one transaction. `groups` are the thread's pending
-    rows as read for the plan (each answer locks and checks its row again)."""
+    rows as read for the plan (each answer locks and checks its row again).
+
+    With `partial`, rows outside the plan may stay pending: the thread resumes once they
+    are answered too, and until then the paused run is returned (still interrupted).
+    """
     check_storable([args for _, _, args in plan], "An answer")
     pending = {row.pk for rows in groups.values() for row in rows}
     missing = pending - {row.pk for row, _, _ in plan}
-    if missing:
+    if missing and not partial:
         raise services.Invalid(
             f"{len(missing)} pending request(s) of this thread are not answered by this "
             "resume; answer every pending interrupt at once (or answer them one by one "
@@ -187,21 +193,51 @@ def _resolve_all(
                 thread_id=thread.pk,
                 run_fields=run_fields,
                 savepoint=False,
+                lenient=lenient,
             )
             run = answered.resume_run or run
+    if run is None and partial and missing:
+        paused = plan[0][0].run
+        paused.refresh_from_db()
+        return paused
     if run is None:  # every answer landed but nothing to resume (all cancelled upstream)
         raise services.Conflict("Nothing to resume: the thread's interrupts were withdrawn.")
     return run
 
 
+def is_inbox_form(resume: Any) -> bool:
+    """Whether a resume value has the Agent Inbox's shape: a list of HumanResponses, or
+    its `{"decisions": [...]}` for the middleware (edits carrying `args`, not
+    `edited_action`). The inbox sends every edited field as a string."""
+    if isinstance(resume, dict) and set(resume) == {"decisions"}:
+        resume = resume["decisions"]
+    return (
+        isinstance(resume, list)
+        and bool(resume)
+        and all(isinstance(item, dict) and item.get("type") in _INBOX_TYPES for item in resume)
+        and not any("edited_action" in item for item in resume)
+    )
+
+
+_INBOX_TYPES = (*contract.RESPONSE_TYPES, "approve", "reject")
+
+
 def resume_command(
-    *, thread: Thread, user, resume: Any, run_fields: dict[str, Any] | None = None
+    *,
+    thread: Thread,
+    user,
+    resume: Any,
+    run_fields: dict[str, Any] | None = None,
+    lenient: bool = False,
 ) -> Run:
     """Answer a thread's pending interrupts from a LangGraph `Command(resume=...)` value.
 
     `resume` is either one value (when exactly one interrupt is pending) or a map
     {interrupt_id: value}; the interrupt ids are the ones in the thread's `interrupts`.
+    Edits are read leniently (strings as the schema's types) when the client asks
+    for it or the value has the Agent Inbox's list form.
     """
+    lenient = lenient or is_inbox_form(resume)
     groups = _pending_by_interrupt(thread)
     if resume is None or resume == {} or resume == []:
         raise services.Invalid(
@@ -216,13 +252,20 @@ def resume_command(
     ):
         known = set(groups)
         if set(resume) <= known:
+            lenient = lenient or any(is_inbox_form(v) for v in resume.values())
             plan = [
                 a
                 for key, value in resume.items()
                 for a in answers_for_interrupt(groups[key], value)
             ]
             return _resolve_all(
-                thread=thread, user=user, plan=plan, groups=groups, run_fields=run_fields
+                thread=thread,
+                user=user,
+                plan=plan,
+                groups=groups,
+                run_fields=run_fields,
+                lenient=lenient,
+                partial=True,  # a map may answer some interrupts; the rest stay pending
             )
         unknown = [k for k in resume if k not in known]
         if len(unknown) < len(resume) or all(_looks_like_id(k) for k in unknown):
@@ -247,7 +290,9 @@ def resume_command(
         )
     (rows,) = groups.values()
     plan = answers_for_interrupt(rows, resume)
-    return _resolve_all(thread=thread, user=user, plan=plan, groups=groups, run_fields=run_fields)
+    return _resolve_all(
+        thread=thread, user=user, plan=plan, groups=groups, run_fields=run_fields, lenient=lenient
+    )
 
 
 def resume_entries(*, thread: Thread, user, entries: dict[str, Any]) -> Run:

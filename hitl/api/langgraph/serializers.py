@@ -163,7 +163,9 @@ def run_output(run: Run) -> dict[str, Any]:
     values, _ = state.thread_values(thread)
     out: dict[str, Any] = values if isinstance(values, dict) else {"values": values}
     if run.status == Run.Status.INTERRUPTED:
-        rows = HumanInterrupt.objects.filter(run=run).order_by("interrupt_id", "position")
+        # Only what still waits: after a partial resume the answered ones are done.
+        rows = HumanInterrupt.objects.filter(run=run, status=HumanInterrupt.Status.PENDING)
+        rows = rows.order_by("interrupt_id", "position")
         seen: dict[str, dict[str, Any]] = {}
         for row in rows:
             seen.setdefault(row.interrupt_id, {"value": row.raw_value, "id": row.interrupt_id})

@@ -104,6 +104,8 @@ def run_create(
     command: dict[str, Any] | None = None,
     metadata: Any = None,
     webhook: str | None = None,
+    lenient: bool = False,
+    checkpoint_id: str | None = None,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -129,9 +131,16 @@ def run_create(
             raise services.Invalid('A command needs "resume".')
         if input is not None:
             raise services.Invalid("Send either input or command, not both.")
+        if checkpoint_id:
+            raise services.Invalid(
+                "A resume answers the latest checkpoint's interrupts; start a run from an "
+                "earlier checkpoint with input instead."
+            )
     with transaction.atomic():
         if thread is None:
             thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
+        if checkpoint_id:
+            check_checkpoint(thread, checkpoint_id)
         if command is None:
             return services.run_start(
                 graph=graph,
@@ -140,11 +149,34 @@ def run_create(
                 thread=thread,
                 run_metadata=metadata,
                 webhook=webhook or "",
+                checkpoint_id=checkpoint_id or "",
             )
         if thread.graph != graph:
             raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
         fields = {"metadata": metadata, "webhook": webhook or ""}
-        return resume_command(thread=thread, user=user, resume=command["resume"], run_fields=fields)
+        return resume_command(
+            thread=thread, user=user, resume=command["resume"], run_fields=fields, lenient=lenient
+        )
+
+
+def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:
+    """The checkpoint a run starts from: `checkpoint_id`, or `checkpoint.checkpoint_id`."""
+    if checkpoint is not None and not isinstance(checkpoint, dict):
+        raise services.Invalid("checkpoint must be an object {checkpoint_id, ...}.")
+    return checkpoint_id or (checkpoint or {}).get("checkpoint_id") or None
+
+
+def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
+    """Refuse a checkpoint id that is not one of this thread's checkpoints."""
+    from hitl.core.tasks import checkpointer
+
+    check_storable(checkpoint_id, "checkpoint_id")
+    if not isinstance(checkpoint_id, str) or not 0 < len(checkpoint_id) <= 64:
+        raise services.Invalid("checkpoint_id must be a checkpoint id of this thread.")
+    config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
+    config["configurable"]["checkpoint_id"] = checkpoint_id
+    if checkpointer().get_tuple(config) is None:
+        raise services.NotFound(f"Thread {thread.pk} has no checkpoint {checkpoint_id!r}.")
 
 
 def run_cancel(*, run: Run, user) -> Run:

@@ -2,7 +2,7 @@
 
 The run executes on a worker; what it streams reaches this process through the
 thread's channel group (see hitl.core.stream): STATE_SNAPSHOT events become `values`,
-RAW "langgraph" events carry the `updates` and `messages` chunks verbatim. The
+RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verbatim. The
 `events` mode is an approximation built from those (chat model stream + node ends).
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from hitl.api.langgraph import serializers, state
+from hitl.core import eventlog
 from hitl.core.models import Run
 from hitl.core.stream import RAW_SOURCE
 from hitl.core.waiting import TERMINAL, ThreadSubscription, fetch_run, run_events_of
@@ -35,6 +36,8 @@ STREAM_MODES = (
     "checkpoints",
 )
 KEEPALIVE_SECONDS = 15.0
+# The id of the closing values part: a client back with it has had the whole run.
+FINAL_ID = "final"
 # After the database says the run ended, how long to wait for its last events.
 
 
@@ -75,6 +78,9 @@ class _Translator:
             if "events" in self.modes and isinstance(data, dict):
                 for node, update in data.items():
                     out.append(self._event("on_chain_end", node, {"output": update}))
+        elif mode == "custom":
+            if "custom" in self.modes:
+                out.append(sse("custom", data))
         elif mode == "messages" and isinstance(data, list) and len(data) == 2:
             message, metadata = data
             if "messages-tuple" in self.modes:
@@ -117,18 +123,75 @@ class _Translator:
         )
 
 
+def _parts(translate: _Translator, event: dict[str, Any]) -> list[bytes]:
+    kind = event.get("type")
+    if kind == "STATE_SNAPSHOT":
+        return translate.values(event.get("snapshot"))
+    if kind == "RAW" and event.get("source") == RAW_SOURCE:
+        raw = event.get("event") or {}
+        return translate.raw(raw.get("mode"), raw.get("data"))
+    return []
+
+
+def _with_id(part: bytes, event_id: str) -> bytes:
+    """Give an SSE part an `id:` line (after its event line)."""
+    head, _, rest = part.partition(b"\n")
+    return head + b"\nid: " + event_id.encode() + b"\n" + rest
+
+
+def _parse_last_id(last_event_id: str | None) -> tuple[str, int] | None:
+    """'<log entry id>#<part>' -> (entry id, part index); anything else -> None."""
+    if not last_event_id:
+        return None
+    seq, _, index = last_event_id.partition("#")
+    if eventlog.is_entry_id(seq) and index.isdigit():
+        return seq, int(index)
+    return None
+
+
 async def run_events(
-    *, sub: ThreadSubscription, run: Run, stream_mode: Any, timeout: float
+    *,
+    sub: ThreadSubscription,
+    run: Run,
+    stream_mode: Any,
+    timeout: float,
+    last_event_id: str | None = None,
 ) -> AsyncIterator[bytes]:
-    """Stream one run until it ends (or `timeout`), then close `sub`."""
+    """Stream one run until it ends (or `timeout`), then close `sub`.
+
+    Every part from a logged event has the id `<log entry id>#<n>`; a client that comes
+    back with `last_event_id` (a web restart, a dropped connection) gets what followed
+    it, from the thread's event log, then the live rest: nothing missed, nothing twice.
+    """
     run_id = str(run.pk)
     modes = normalize_modes(stream_mode)
     translate = _Translator(run_id, modes)
+    resume_from = _parse_last_id(last_event_id)
     try:
-        yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
-        if "events" in modes:
-            current = await fetch_run(run_id)
-            yield translate._event("on_chain_start", current.thread.graph if current else "", {})
+        await sync_to_async(eventlog.mark_resumable)(run.thread_id, run_id, modes)
+        if last_event_id == FINAL_ID:
+            return  # the client has had everything, the final values included
+        seen: tuple[int, int] | None = None
+        if resume_from is None:
+            yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
+            if "events" in modes:
+                current = await fetch_run(run_id)
+                graph = current.thread.graph if current else ""
+                yield translate._event("on_chain_start", graph, {})
+        else:
+            # Replay what the log holds after the client's last part, up to the run's end.
+            seq, index = resume_from
+            logged = await sync_to_async(eventlog.read_from)(run.thread_id, seq)
+            for entry, event in logged:
+                kind = event.get("type")
+                if kind in ("RUN_FINISHED", "RUN_ERROR") and (
+                    kind == "RUN_ERROR" or event.get("runId") == run_id
+                ):
+                    break
+                seen = eventlog.order(entry)
+                for n, part in enumerate(_parts(translate, event)):
+                    if entry != seq or n > index:
+                        yield _with_id(part, f"{entry}#{n}")
         last_sent = time.monotonic()
         async for event in run_events_of(sub, run_id, timeout):
             if event is None:
@@ -136,16 +199,12 @@ async def run_events(
                     last_sent = time.monotonic()
                     yield b": keepalive\n\n"
                 continue
-            kind = event.get("type")
-            parts: list[bytes] = []
-            if kind == "STATE_SNAPSHOT":
-                parts = translate.values(event.get("snapshot"))
-            elif kind == "RAW" and event.get("source") == RAW_SOURCE:
-                raw = event.get("event") or {}
-                parts = translate.raw(raw.get("mode"), raw.get("data"))
-            for part in parts:
+            seq = sub.last_seq
+            if seq and seen is not None and eventlog.order(seq) <= seen:
+                continue  # already replayed from the log
+            for n, part in enumerate(_parts(translate, event)):
                 last_sent = time.monotonic()
-                yield part
+                yield _with_id(part, f"{seq}#{n}") if seq else part
         final = await fetch_run(run_id)
         if final is None:
             return
@@ -161,9 +220,16 @@ async def run_events(
             )
             return
         if "values" in modes:
-            values, _ = await sync_to_async(state.thread_values)(final.thread)
-            for part in translate.values(values):
-                yield part
+            # As LangGraph Server does: a run that pauses ends its values stream with the
+            # state plus "__interrupt__" (what useStream reads to show the interrupt live).
+            if final.status == Run.Status.INTERRUPTED:
+                output = await sync_to_async(serializers.run_output)(final)
+                translate.last_values = output
+                yield sse("values", output, FINAL_ID)
+            else:
+                values, _ = await sync_to_async(state.thread_values)(final.thread)
+                for part in translate.values(values):
+                    yield _with_id(part, FINAL_ID)
         if "events" in modes:
             yield translate._event(
                 "on_chain_end", final.thread.graph, {"output": translate.last_values}

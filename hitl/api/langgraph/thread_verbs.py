@@ -1,0 +1,161 @@
+"""LangGraph Server's thread verbs beyond create/get/search: delete, copy, update_state.
+
+Each one locks the thread, checks the same permissions as the rest of the API, writes
+its audit event in the same transaction, and touches the checkpointer only for a
+thread that no run is using.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.db import transaction
+
+from hitl.api.langgraph import state
+from hitl.core import audit, services
+from hitl.core.models import AuditEvent, Thread
+from hitl.core.selectors import user_can_run_thread
+
+log = logging.getLogger(__name__)
+
+
+def _may_change(user, thread: Thread) -> None:
+    if not (user.is_staff or user_can_run_thread(user, thread)):
+        raise services.Forbidden("Only the requester or an admin can change this thread.")
+
+
+def _checkpointer():
+    from hitl.core.tasks import checkpointer
+
+    return checkpointer()
+
+
+def thread_delete(*, thread: Thread, user) -> None:
+    """Delete a thread, its runs, interrupts and checkpoints (its audit trail stays)."""
+    _may_change(user, thread)
+    thread_id = str(thread.pk)
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        if thread.status == Thread.Status.BUSY:
+            raise services.Conflict("The thread has a run in progress: cancel it first.")
+        audit.audit_record(
+            kind=AuditEvent.Kind.THREAD_DELETED,
+            thread=thread,
+            actor=user,
+            data={"thread_id": thread_id, "title": thread.title, "graph": thread.graph},
+        )
+        thread.delete()
+        transaction.on_commit(lambda: _delete_checkpoints(thread_id))
+
+
+def _delete_checkpoints(thread_id: str) -> None:
+    try:
+        _checkpointer().delete_thread(thread_id)
+    except Exception:  # the rows are gone; stale checkpoints are unreachable
+        log.exception("could not delete the checkpoints of thread %s", thread_id)
+
+
+def thread_copy(*, thread: Thread, user) -> Thread:
+    """A new thread with the same graph, metadata and checkpoint history.
+
+    A thread waiting on reviewers is refused: its interrupts belong to it, and a copy
+    could not be answered in the inbox.
+    """
+    _may_change(user, thread)
+    if thread.status == Thread.Status.BUSY:
+        raise services.Conflict("The thread has a run in progress: copy it when it pauses.")
+    if thread.interrupts.pending().exists():
+        raise services.Conflict(
+            "The thread waits on reviewers: answer or cancel its interrupts before copying."
+        )
+    saver = _checkpointer()
+    new_id = uuid.uuid4()
+    with transaction.atomic():
+        copy = Thread.objects.create(
+            id=new_id,
+            graph=thread.graph,
+            title=thread.title,
+            requester=user,
+            reviewer_group=thread.reviewer_group,
+            metadata={**thread.metadata},
+            status=Thread.Status.IDLE if thread.status != Thread.Status.DONE else thread.status,
+        )
+        audit.audit_record(
+            kind=AuditEvent.Kind.THREAD_COPIED,
+            thread=copy,
+            actor=user,
+            data={"source_thread_id": str(thread.pk)},
+        )
+        _copy_checkpoints(saver, str(thread.pk), str(new_id))
+    return copy
+
+
+def _copy_checkpoints(saver, source: str, target: str) -> None:
+    """Write every checkpoint (oldest first) and its pending writes under `target`."""
+    tuples = list(saver.list({"configurable": {"thread_id": source}}))
+    for item in reversed(tuples):
+        conf = item.config["configurable"]
+        parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        config = {"configurable": {"thread_id": target, "checkpoint_ns": conf["checkpoint_ns"]}}
+        if parent:
+            config["configurable"]["checkpoint_id"] = parent
+        checkpoint = {**item.checkpoint}
+        saved = saver.put(config, checkpoint, item.metadata, checkpoint["channel_versions"])
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in item.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            saver.put_writes(saved, writes, task_id)
+
+
+def thread_update_state(
+    *, thread: Thread, user, values: Any, as_node: str | None, checkpoint_id: str | None
+) -> dict[str, Any]:
+    """Write `values` into the thread's state as if `as_node` had returned them.
+
+    `values=None, as_node="__end__"` is the Agent Inbox's "mark as resolved": it withdraws
+    the pending interrupts (as cancelling does). Other updates need a thread with no run
+    in progress and no pending interrupts (answer those instead).
+    """
+    if as_node == "__end__" and values in (None, {}):
+        thread = services.thread_cancel(thread=thread, user=user)
+        return {"checkpoint": state.thread_state(thread)["checkpoint"]}
+    _may_change(user, thread)
+    services.check_storable(values, "values")
+    graph = state._graph(thread)
+    if graph is None:
+        raise services.Invalid(f"Graph {thread.graph!r} is not available.")
+    if as_node is not None and (not isinstance(as_node, str) or as_node not in graph.nodes):
+        nodes = ", ".join(n for n in graph.nodes if not n.startswith("__"))
+        raise services.Invalid(f"as_node must name a node of the graph ({nodes}).")
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        if thread.status == Thread.Status.BUSY:
+            raise services.Conflict("The thread has a run in progress: update it when it pauses.")
+        if thread.interrupts.pending().exists():
+            raise services.Conflict(
+                "The thread waits on reviewers: answer its interrupts (or cancel them) first."
+            )
+        config = state._config(thread, checkpoint_id)
+        try:
+            new_config = graph.update_state(config, values, as_node=as_node)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise services.Invalid(f"The state update was refused: {exc}") from None
+        except Exception as exc:  # InvalidUpdateError and friends from the graph
+            if type(exc).__name__.endswith("Error") and "langgraph" in type(exc).__module__:
+                raise services.Invalid(f"The state update was refused: {exc}") from None
+            raise
+        audit.audit_record(
+            kind=AuditEvent.Kind.THREAD_STATE_UPDATED,
+            thread=thread,
+            actor=user,
+            data={
+                "as_node": as_node,
+                "from_checkpoint_id": checkpoint_id,
+                "checkpoint_id": new_config["configurable"].get("checkpoint_id"),
+                "keys": sorted(values) if isinstance(values, dict) else None,
+            },
+        )
+    return {"checkpoint": state._checkpoint(new_config)}

@@ -1,0 +1,106 @@
+"""A short replayable log of each thread's stream events (Redis streams), so an SSE client
+that reconnects after a web restart resumes from its Last-Event-ID.
+
+The worker appends every thread event it publishes (the entry id travels with the
+live message as `seq`); a web process replays the entries after a client's last id,
+then goes on live. Only with Redis (the embedded server has one process: nothing to
+survive). Entries expire an hour after the thread's last event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+TTL_SECONDS = 3600
+MAX_ENTRIES = 5000
+_clients: dict[int, Any] = {}
+
+
+def enabled() -> bool:
+    return bool(settings.REDIS_URL)
+
+
+def _client() -> Any:
+    import redis
+
+    pid = os.getpid()
+    if pid not in _clients:
+        _clients.clear()
+        _clients[pid] = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=5
+        )
+    return _clients[pid]
+
+
+def _key(thread_id: Any) -> str:
+    return f"hitl:eventlog:{thread_id}"
+
+
+def append(thread_id: Any, event: dict[str, Any]) -> str | None:
+    """Log one event; its entry id, or None without Redis (or when Redis is down)."""
+    if not enabled():
+        return None
+    try:
+        client = _client()
+        key = _key(thread_id)
+        entry = client.xadd(key, {"e": json.dumps(event)}, maxlen=MAX_ENTRIES, approximate=True)
+        client.expire(key, TTL_SECONDS)
+        return entry.decode() if isinstance(entry, bytes) else str(entry)
+    except Exception as exc:  # a live stream still works; only resuming would not
+        log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
+        return None
+
+
+def read_from(thread_id: Any, entry_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The logged events from `entry_id` (inclusive) on, oldest first."""
+    if not enabled() or not is_entry_id(entry_id):
+        return []
+    rows = _client().xrange(_key(thread_id), min=entry_id, max="+")
+    out = []
+    for entry, fields in rows:
+        entry = entry.decode() if isinstance(entry, bytes) else str(entry)
+        out.append((entry, json.loads(fields[b"e"] if b"e" in fields else fields["e"])))
+    return out
+
+
+def is_entry_id(value: Any) -> bool:
+    parts = str(value).split("-")
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
+
+
+def order(entry_id: str) -> tuple[int, int]:
+    ms, _, n = entry_id.partition("-")
+    return int(ms), int(n)
+
+
+def mark_resumable(thread_id: Any, run_id: Any, modes: list[str]) -> None:
+    """Keep logging this thread's events while no one listens (a client may come back),
+    and remember the stream modes a reconnect (a GET without them) should get."""
+    if not enabled():
+        return
+    client = _client()
+    client.set(f"hitl:resumable:{thread_id}", "1", ex=TTL_SECONDS)
+    client.set(f"hitl:streammodes:{run_id}", json.dumps(modes), ex=TTL_SECONDS)
+
+
+def is_resumable(thread_id: Any) -> bool:
+    if not enabled():
+        return False
+    try:
+        return bool(_client().exists(f"hitl:resumable:{thread_id}"))
+    except Exception:
+        return True  # when unsure, keep streaming (as groups_listened does)
+
+
+def saved_modes(run_id: Any) -> list[str] | None:
+    if not enabled():
+        return None
+    raw = _client().get(f"hitl:streammodes:{run_id}")
+    return json.loads(raw) if raw else None

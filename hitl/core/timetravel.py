@@ -1,0 +1,158 @@
+"""Time travel: a thread's checkpoint history, and forking a new run from any step.
+
+A fork is LangGraph's own: the run continues from a copy of the chosen checkpoint
+(optionally after a state edit written as that step's update), so the original branch
+stays in the history. Forks are audited and the run remembers where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any
+
+import jsonschema
+import pydantic
+from django.db import transaction
+
+from hitl.core import audit
+from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
+from hitl.core.models import AuditEvent, Run, Thread
+from hitl.core.registry import registry
+from hitl.core.selectors import user_can_run_thread
+from hitl.core.stream import jsonable
+
+HISTORY_LIMIT = 50
+
+
+def _graph(thread: Thread):
+    from hitl.core.tasks import checkpointer
+
+    if thread.graph not in registry.targets:
+        raise Invalid(f"Graph {thread.graph!r} is not registered.")
+    return registry.get(thread.graph, checkpointer())
+
+
+def _config(thread: Thread, checkpoint_id: str | None = None) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": str(thread.pk), "checkpoint_ns": ""}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def thread_checkpoints(thread: Thread, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
+    """The thread's checkpoints, newest first: id, step, source, next nodes, values."""
+    try:
+        graph = _graph(thread)
+    except Exception:  # a graph that no longer loads: no history to show
+        return []
+    out = []
+    for snapshot in graph.get_state_history(_config(thread), limit=limit):
+        metadata = snapshot.metadata or {}
+        out.append(
+            {
+                "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
+                "step": metadata.get("step"),
+                "source": metadata.get("source"),
+                "run_id": metadata.get("hitl_run_id"),
+                "next": list(snapshot.next),
+                "created_at": snapshot.created_at,
+                "values": jsonable(snapshot.values),
+                "values_json": json.dumps(jsonable(snapshot.values), indent=2, default=str),
+            }
+        )
+    return out
+
+
+def state_schema(graph) -> dict[str, Any] | None:
+    """The JSON schema of the graph's state (what a state edit is checked against).
+
+    LangGraph's own when it can build one; else one built key by key from the state's
+    type hints (pydantic cannot read a `typing.TypedDict` whole on Python 3.11).
+    """
+    try:
+        return graph.get_output_jsonschema()
+    except Exception:
+        pass
+    state = getattr(getattr(graph, "builder", None), "state_schema", None)
+    try:
+        hints = typing.get_type_hints(state)
+    except Exception:
+        return None
+    properties: dict[str, Any] = {}
+    for key, hint in hints.items():
+        try:
+            properties[key] = pydantic.TypeAdapter(hint).json_schema()
+        except Exception:  # a type with no JSON schema (messages): any value
+            properties[key] = {}
+    return {"type": "object", "properties": properties}
+
+
+def _check_values(graph, values: Any) -> dict[str, Any]:
+    if not isinstance(values, dict) or not values:
+        raise Invalid("A state edit is a JSON object of state keys and their new values.")
+    schema = state_schema(graph)
+    if schema:
+        known = set(schema.get("properties") or {})
+        unknown = [k for k in values if known and k not in known]
+        if unknown:
+            raise Invalid(
+                f"The state has no key {unknown[0]!r}; its keys: {', '.join(sorted(known))}."
+            )
+        partial = {**schema, "required": []}
+        errors = sorted(
+            jsonschema.Draft202012Validator(partial).iter_errors(values), key=lambda e: list(e.path)
+        )
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path) or "state"
+            raise Invalid(
+                f"The state edit does not match the state schema at {where}: {errors[0].message}"
+            )
+    return values
+
+
+def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None) -> Run:
+    """Start a run from an earlier checkpoint, after an optional state edit."""
+    from hitl.core import services
+
+    if not user_can_run_thread(user, thread):
+        raise Forbidden(
+            "Only the thread's requester (or a user with the hitl.run_any_thread "
+            "permission) can fork it."
+        )
+    if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
+        raise Conflict(f"The thread is {thread.status}; answer or cancel it before forking.")
+    if not isinstance(checkpoint_id, str) or not 0 < len(checkpoint_id) <= 64:
+        raise Invalid("Choose a step of this thread's history.")
+    graph = _graph(thread)
+    config = _config(thread, checkpoint_id)
+    if graph.checkpointer.get_tuple(config) is None:
+        raise NotFound("This thread has no such step.")
+    start_from = checkpoint_id
+    edited: list[str] = []
+    if values is not None:
+        values = _check_values(graph, values)
+        services.check_storable(values, "The state edit")
+        try:
+            written = graph.update_state(config, values)
+        except Exception as exc:  # LangGraph refuses an update it cannot place
+            raise Invalid(f"The state edit was refused: {exc}") from None
+        start_from = written["configurable"]["checkpoint_id"]
+        edited = list(values)
+    with transaction.atomic():
+        run = services.run_start(
+            graph=thread.graph,
+            input={},
+            user=user,
+            thread=thread,
+            run_metadata={"forked_from": checkpoint_id, "edited_keys": edited},
+            checkpoint_id=start_from,
+        )
+        audit.audit_record(
+            kind=AuditEvent.Kind.THREAD_FORKED,
+            thread=thread,
+            run=run,
+            actor=user,
+            data={"checkpoint_id": checkpoint_id, "start_from": start_from, "edited": edited},
+        )
+    return run

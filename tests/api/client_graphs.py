@@ -1,0 +1,140 @@
+"""Graphs the third-party client tests register (HITL_EXTRA_GRAPHS=CLIENT_GRAPHS).
+
+`typed_email` asks to send an email whose arguments are typed (an integer, a boolean)
+and written in a deliberate, non-alphabetical key order. `two_approvals` pauses on two
+interrupts at once (parallel branches), so a client can answer only one of them.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from typing import Annotated, Any, TypedDict
+
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+TARGETS = {
+    "ticker": "tests.api.client_graphs:ticker_graph",
+    "typed_email": "tests.api.client_graphs:typed_email_graph",
+    "two_approvals": "tests.api.client_graphs:two_approvals_graph",
+}
+CLIENT_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
+
+# Written in this order on purpose: neither alphabetical nor by key length (jsonb's).
+EMAIL_ARGS = {"to": "ops@example.com", "subject": "Q3 report", "copies": 2, "urgent": False}
+EMAIL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "to": {"type": "string"},
+        "subject": {"type": "string"},
+        "copies": {"type": "integer", "minimum": 1},
+        "urgent": {"type": "boolean"},
+        "cc": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+        "ratio": {"type": "number"},
+        "extra": {"type": "object"},
+    },
+    "required": ["to", "subject", "copies", "urgent"],
+    "additionalProperties": False,
+}
+
+
+class EmailState(TypedDict, total=False):
+    request: str
+    decision: Any
+    sent: dict[str, Any]
+
+
+def _ask(state: EmailState) -> dict[str, Any]:
+    get_stream_writer()({"progress": "drafted", "request": state.get("request")})
+    decision = interrupt(
+        {
+            "action_request": {"action": "send_email", "args": dict(EMAIL_ARGS)},
+            "config": {
+                "allow_accept": True,
+                "allow_edit": True,
+                "allow_respond": True,
+                "allow_ignore": True,
+            },
+            "description": "Send the **Q3 report**?",
+            "args_schema": EMAIL_SCHEMA,
+        }
+    )
+    return {"decision": decision}
+
+
+def _send(state: EmailState) -> dict[str, Any]:
+    decision = state.get("decision")
+    if isinstance(decision, list):  # the Agent Inbox's list form answers in a list
+        decision = decision[0]
+    if decision.get("type") == "edit":
+        return {"sent": decision["args"]["args"]}
+    if decision.get("type") == "accept":
+        return {"sent": dict(EMAIL_ARGS)}
+    return {"sent": {}}
+
+
+_email = StateGraph(EmailState)
+_email.add_node("ask", _ask)
+_email.add_node("send", _send)
+_email.add_edge(START, "ask")
+_email.add_edge("ask", "send")
+_email.add_edge("send", END)
+typed_email_graph = _email.compile()
+
+
+class TwoState(TypedDict, total=False):
+    request: str
+    answers: Annotated[list[str], operator.add]
+
+
+def _approver(name: str):
+    def node(state: TwoState) -> dict[str, Any]:
+        answer = interrupt(
+            {
+                "action_request": {"action": f"approve_{name}", "args": {"item": name}},
+                "config": {
+                    "allow_accept": True,
+                    "allow_edit": False,
+                    "allow_respond": True,
+                    "allow_ignore": True,
+                },
+                "description": f"Approve {name}?",
+            }
+        )
+        return {"answers": [f"{name}:{answer.get('type') if isinstance(answer, dict) else answer}"]}
+
+    return node
+
+
+_two = StateGraph(TwoState)
+_two.add_node("left", _approver("left"))
+_two.add_node("right", _approver("right"))
+_two.add_edge(START, "left")
+_two.add_edge(START, "right")
+_two.add_edge("left", END)
+_two.add_edge("right", END)
+two_approvals_graph = _two.compile()
+
+
+class TickState(TypedDict, total=False):
+    ticks: int
+    pause: float
+
+
+def _tick(state: TickState) -> dict[str, Any]:
+    """Write TICKS custom chunks, `pause` seconds apart (a stream to cut in the middle)."""
+    write = get_stream_writer()
+    for i in range(TICKS):
+        write({"tick": i})
+        time.sleep(state.get("pause", 0.4))
+    return {"ticks": TICKS}
+
+
+TICKS = 24
+_ticker = StateGraph(TickState)
+_ticker.add_node("tick", _tick)
+_ticker.add_edge(START, "tick")
+_ticker.add_edge("tick", END)
+ticker_graph = _ticker.compile()

@@ -1,0 +1,114 @@
+"""SSE streams survive a web restart: langgraph_sdk reconnects to the Location with its
+Last-Event-ID, and gets every event exactly once (real daphne, killed and restarted)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from hitl.core.models import Run
+from tests.api.client_graphs import TICKS
+from tests.api.conftest import token_for
+from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
+from tests.conftest import BIN, free_port, service_env, spawn, wait_for
+
+pytestmark = pytest.mark.postgres
+
+
+def _daphne(database_url: str, port: int, log):
+    proc = spawn(
+        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        service_env(database_url, **CLIENT_ENV),
+        log,
+    )
+
+    def up() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(up, 30, 0.05, "daphne to listen")
+    return proc
+
+
+def test_sdk_streams_resume_across_a_daphne_restart_missing_nothing(
+    stack16,  # noqa: F811
+    reviewer,
+    test_database_url,
+    tmp_path,
+):
+    from langgraph_sdk import get_sync_client
+
+    port = free_port()
+    web = _daphne(test_database_url, port, tmp_path / "web-1.log")
+    sdk = get_sync_client(url=f"http://127.0.0.1:{port}/langgraph", api_key=token_for(reviewer))
+    first, second = sdk.threads.create(), sdk.threads.create()
+    modes = ["custom", "values"]
+    parts: dict[str, list] = {}
+    errors: dict[str, BaseException] = {}
+
+    def consume(name: str, open_stream) -> threading.Thread:
+        parts[name] = []
+
+        def run() -> None:
+            try:
+                for part in open_stream():
+                    parts[name].append(part)
+            except BaseException as exc:  # reported below, with the stream's name
+                errors[name] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    def ticks(name: str) -> list[int]:
+        return [p.data["tick"] for p in parts[name] if p.event == "custom"]
+
+    tick_args = {"input": {"pause": 0.5}, "stream_mode": modes}
+    threads = [
+        consume(
+            "runs.stream A", lambda: sdk.runs.stream(first["thread_id"], "ticker", **tick_args)
+        ),
+        consume(
+            "runs.stream B", lambda: sdk.runs.stream(second["thread_id"], "ticker", **tick_args)
+        ),
+    ]
+    try:
+        wait_for(lambda: ticks("runs.stream B"), 60, 0.05, "the second run to tick")
+        run_id = parts["runs.stream B"][0].data["run_id"]
+        threads += [
+            consume(
+                "runs.join_stream",
+                lambda: sdk.runs.join_stream(second["thread_id"], run_id, stream_mode=modes),
+            ),
+            consume(
+                "threads.join_stream",
+                lambda: sdk.threads.join_stream(second["thread_id"], stream_mode=modes),
+            ),
+        ]
+        wait_for(
+            lambda: all(len(ticks(name)) >= 2 for name in parts),
+            60,
+            0.05,
+            "every stream to tick",
+        )
+        web.stop()  # the web process goes away mid-run ...
+        web = _daphne(test_database_url, port, tmp_path / "web-2.log")  # ... and comes back
+        for t in threads:
+            t.join(90)
+        assert not errors, errors
+        for name, got in parts.items():
+            seen = ticks(name)
+            # From where the stream began to the end: no gap, no repeat across the restart.
+            start = 0 if name.startswith("runs.stream") else seen[0]
+            assert seen == list(range(start, TICKS)), (name, seen)
+            assert [p.event for p in got].count("metadata") == 1, name
+            assert got[-1].event == "values" and got[-1].data["ticks"] == TICKS, name
+        ours = Run.objects.filter(thread_id__in=[first["thread_id"], second["thread_id"]])
+        assert set(ours.values_list("status", flat=True)) == {"success"}
+        # The tail came from the restarted server.
+        assert "/stream" in (tmp_path / "web-2.log").read_text()
+    finally:
+        web.stop()
+        sdk.close()
