@@ -58,10 +58,13 @@ def test_an_edited_answer_is_recorded_next_to_the_proposal(
     assert answered.data["edited_args"] == edited  # numbers stay numbers
     assert answered.data["group"] == "reviewers"
     assert answered.data["wait_seconds"] >= 0
-    started = AuditEvent.objects.filter(thread=approval_thread, kind=Kind.RUN_STARTED)
+    started = AuditEvent.objects.filter(thread=approval_thread, kind=Kind.RUN_STARTED).order_by(
+        "created_at", "id"
+    )
     assert [e.actor for e in started] == [requester, reviewer]
     assert [e.data["run_kind"] for e in started] == ["start", "resume"]
-    assert [e.data["status"] for e in AuditEvent.objects.filter(kind=Kind.RUN_FINISHED)] == [
+    finished = AuditEvent.objects.filter(kind=Kind.RUN_FINISHED).order_by("created_at", "id")
+    assert [e.data["status"] for e in finished] == [
         "interrupted",
         "success",
     ]

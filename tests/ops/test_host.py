@@ -47,7 +47,10 @@ def _here(command: list[str], port: int) -> list[str]:
     return args
 
 
-def test_the_readme_host_recipe_runs_web_worker_and_beat(test_database_url, tmp_path, db):
+def test_the_readme_host_recipe_runs_web_worker_and_beat(
+    test_database_url, tmp_path, transactional_db
+):
+    # Its processes commit to the test database: flushed after, like every such test.
     documented, commands = recipe()
     assert set(documented) == {
         "DATABASE_URL",
