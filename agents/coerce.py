@@ -37,14 +37,15 @@ def schema_types(root: dict[str, Any], node: Any) -> list[str]:
         types.extend(t for t in declared if isinstance(t, str))
     if "const" in node or "enum" in node:
         values = [node["const"]] if "const" in node else node.get("enum") or []
-        types.extend(_type_of(v) for v in values)
+        types.extend(json_type(v) for v in values)
     for key in ("anyOf", "oneOf", "allOf"):
         for branch in node.get(key) or []:
             types.extend(schema_types(root, branch))
     return list(dict.fromkeys(types))
 
 
-def _type_of(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a decoded JSON value."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -102,7 +103,7 @@ def coerce_edit(
             if isinstance(properties, dict) and key in properties:
                 types = schema_types(schema or {}, properties[key])
             elif schema is None and key in proposed and proposed[key] is not None:
-                kind = _type_of(proposed[key])
+                kind = json_type(proposed[key])
                 types = ["number", "integer"] if kind in ("integer", "number") else [kind]
             else:
                 types = []

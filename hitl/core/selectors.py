@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
@@ -33,6 +35,12 @@ def user_can_review(user, interrupt: HumanInterrupt) -> bool:
     ):
         return True
     return user_can_review_all(user)
+
+
+def thread_for_viewer(user, thread_id: Any) -> Thread | None:
+    """The thread, if it exists and `user` may see it (else None: the same "not found")."""
+    thread = Thread.objects.filter(pk=thread_id).one_or_none()
+    return thread if thread is not None and user_can_view_thread(user, thread) else None
 
 
 def user_can_view_thread(user, thread: Thread) -> bool:

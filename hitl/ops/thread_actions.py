@@ -9,8 +9,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from hitl.core.errors import ServiceError
-from hitl.core.models import Thread
-from hitl.core.selectors import user_can_view_thread
+from hitl.core.selectors import thread_for_viewer
 from hitl.ops import services as ops
 
 
@@ -18,8 +17,8 @@ from hitl.ops import services as ops
 @require_POST
 def thread_retry(request, thread_id):
     """Retry the thread's failed latest run from its last checkpoint (staff)."""
-    thread = Thread.objects.filter(pk=thread_id).one_or_none()
-    if thread is None or not user_can_view_thread(request.user, thread):
+    thread = thread_for_viewer(request.user, thread_id)
+    if thread is None:
         raise Http404("No such thread.")
     latest = thread.runs.order_by("-created_at").first()
     if latest is None:

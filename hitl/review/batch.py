@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from hitl.core import services
 from hitl.core.models import HumanInterrupt, Thread
-from hitl.core.selectors import user_can_review, user_can_view_thread
+from hitl.core.selectors import thread_for_viewer, user_can_review
 from hitl.review.selectors import InboxQuery, interrupt_label, pending_interrupts_for
 
 ORDER = ("created_at", "interrupt_id", "position")
@@ -105,8 +105,8 @@ def batch_context(thread: Thread, user) -> dict[str, Any]:
 @require_POST
 def thread_decide_all(request, thread_id):
     """Give every pending item of the thread that allows it the same answer."""
-    thread = Thread.objects.filter(pk=thread_id).first()
-    if thread is None or not user_can_view_thread(request.user, thread):
+    thread = thread_for_viewer(request.user, thread_id)
+    if thread is None:
         raise Http404("No such thread.")
     kind = request.POST.get("type", "")
     if kind not in BULK_TYPES:

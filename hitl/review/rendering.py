@@ -18,6 +18,8 @@ import nh3
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from agents.coerce import json_type
+
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
 )
@@ -58,22 +60,6 @@ def pretty_json(value: Any) -> str:
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
     except (TypeError, ValueError):
         return repr(value)
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 # --- typed argument fields ----------------------------------------------------------

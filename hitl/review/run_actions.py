@@ -9,16 +9,16 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from hitl.core import services
-from hitl.core.models import Run, Thread
-from hitl.core.selectors import user_can_view_thread
+from hitl.core.models import Run
+from hitl.core.selectors import thread_for_viewer
 
 
 @login_required
 @require_POST
 def thread_rerun(request, thread_id):
     """A new run with the thread's latest start input (its requester, or hitl.run_any_thread)."""
-    thread = Thread.objects.filter(pk=thread_id).first()
-    if thread is None or not user_can_view_thread(request.user, thread):
+    thread = thread_for_viewer(request.user, thread_id)
+    if thread is None:
         raise Http404("No such thread.")
     start = thread.runs.filter(kind=Run.Kind.START).order_by("-created_at").first()
     try:
