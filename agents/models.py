@@ -9,16 +9,24 @@ from a script, so the demo and the tests run with no network and no API key.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict
@@ -123,9 +131,38 @@ class ScriptedChatModel(BaseChatModel):
         tools: list[dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        names = [spec.get("function", spec).get("name", "") for spec in tools or []]
         if self.delay:
             time.sleep(self.delay)  # a slow model, on purpose
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, tools))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """Only with a delay (`disable_streaming` otherwise): the reply's text arrives a
+        word at a time over the delay, like a real model's tokens, then its tool calls."""
+        message = self._reply(messages, tools)
+        words = re.findall(r"\S+\s*", message.text) or [""]
+        for word in words:
+            time.sleep(self.delay / len(words))
+            yield ChatGenerationChunk(message=AIMessageChunk(content=word))
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+                    for i, c in enumerate(message.tool_calls)
+                ],
+                response_metadata=message.response_metadata,
+            )
+        )
+
+    def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]] | None) -> AIMessage:
+        names = [spec.get("function", spec).get("name", "") for spec in tools or []]
         message = self.script(list(messages), names)
         # Ids derive from the conversation length: deterministic and unique per thread.
         step = sum(isinstance(m, AIMessage) for m in messages)
@@ -138,14 +175,18 @@ class ScriptedChatModel(BaseChatModel):
             ],
             response_metadata={"model_name": self.label},
         )
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        return message
 
 
 def get_model(spec: str | None = None, *, script: Script | None = None) -> BaseChatModel:
     """The chat model named by `spec` (default: $HITL_MODEL, else the scripted model)."""
     spec = (spec if spec is not None else os.environ.get("HITL_MODEL", "")).strip() or SCRIPTED
     if spec == SCRIPTED:
-        return ScriptedChatModel(script=script or echo_script, delay=scripted_delay())
+        delay = scripted_delay()
+        # Streams (word by word) only when slowed down; otherwise one reply, as before.
+        return ScriptedChatModel(
+            script=script or echo_script, delay=delay, disable_streaming=not delay
+        )
     provider, sep, name = spec.partition(":")
     if not sep or not provider or not name:
         raise ModelConfigError(

@@ -198,10 +198,21 @@
     if (selected === card) selected = null;
     syncTitle();
   }
+  // A background fetch refused because the session ended: say so once, with a way back.
+  let signedOutSaid = false;
+  async function sayIfSignedOut(response) {
+    if (response.status !== 401 || signedOutSaid || !HITL.failureToast) return;
+    signedOutSaid = true;
+    let data = {};
+    try { data = await response.json(); } catch (e) { /* a 401 without a body */ }
+    HITL.failureToast(response, data);
+  }
+  const ASK = { credentials: "same-origin", headers: { Accept: "text/html, application/json" } };
+
   async function showOutcome(card, id, after) {
     try {
-      const response = await fetch("/interrupts/" + id + "/outcome/", { credentials: "same-origin" });
-      if (!response.ok) return;
+      const response = await fetch("/interrupts/" + id + "/outcome/", ASK);
+      if (!response.ok) { await sayIfSignedOut(response); return; }
       const outcome = HITL.fragment(await response.text());
       if (outcome && card.isConnected) after.after(outcome);
     } catch (e) { /* the note above already says who answered */ }
@@ -262,7 +273,7 @@
     refreshTimer = setTimeout(async function () {
       try {
         const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
-        if (!response.ok) return;
+        if (!response.ok) { await sayIfSignedOut(response); return; }
         const data = await response.json();
         Object.keys(data.sections).forEach(function (name) {
           const el = document.getElementById("section-" + name);
@@ -296,8 +307,8 @@
 
   async function resync() {
     try {
-      const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin" });
-      if (!response.ok) return;
+      const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!response.ok) { await sayIfSignedOut(response); return; }
       const data = await response.json();
       root.dataset.status = data.status;
       Object.keys(data.sections).forEach(function (name) {

@@ -167,3 +167,24 @@ def test_a_stale_page_gets_a_friendly_csrf_page(asgi_server, browser_page, revie
     page.click(f"#interrupt-{row.pk} button.btn-accept")
     page.wait_for_selector(f"#interrupt-{row.pk}", state="detached")
     assert HumanInterrupt.objects.get(pk=row.pk).status == "resolved"
+
+
+def test_a_thread_page_whose_session_ended_says_so_when_it_refreshes(
+    asgi_server, browser_page, reviewer, second_reviewer, settings
+):
+    from hitl.core import services
+
+    settings.HITL_EXECUTOR = "manual"
+    thread, (first, _) = open_interrupts(
+        user=reviewer, values=[human_interrupt("send_email"), human_interrupt("archive")]
+    )
+    page = browser_page(asgi_server, "rita")
+    page.goto(f"/threads/{thread.pk}/")
+    page.wait_for_selector("#live-indicator[data-state=live]")
+    # The socket stays open; the session behind the page's own fetches is gone.
+    page.context.clear_cookies(name="sessionid")
+    services.interrupt_resolve(interrupt_id=first.pk, user=second_reviewer, response_type="accept")
+    # The live update makes the page fetch its sections again: refused, and said so.
+    toast = page.wait_for_selector(".toast:has-text('session has expired')", timeout=20_000)
+    assert toast.query_selector("a").get_attribute("href") == f"/login/?next=/threads/{thread.pk}/"
+    assert page.locator(".toast:has-text('session has expired')").count() == 1
