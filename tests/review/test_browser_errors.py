@@ -3,6 +3,8 @@ headless Chromium (daphne; nothing resumes: runs are not dispatched)."""
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 import pytest
 
 from hitl.core.models import HumanInterrupt
@@ -186,5 +188,6 @@ def test_a_thread_page_whose_session_ended_says_so_when_it_refreshes(
     services.interrupt_resolve(interrupt_id=first.pk, user=second_reviewer, response_type="accept")
     # The live update makes the page fetch its sections again: refused, and said so.
     toast = page.wait_for_selector(".toast:has-text('session has expired')", timeout=20_000)
-    assert toast.query_selector("a").get_attribute("href") == f"/login/?next=/threads/{thread.pk}/"
+    href = toast.query_selector("a").get_attribute("href")
+    assert unquote(href) == f"/login/?next=/threads/{thread.pk}/"
     assert page.locator(".toast:has-text('session has expired')").count() == 1

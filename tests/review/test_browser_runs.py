@@ -115,13 +115,6 @@ def test_a_slow_run_shows_working_elapsed_time_and_the_current_node(
     wait_for(
         lambda: page.inner_text("#run-progress .elapsed") in ("1 s", "2 s", "3 s"), what="clock"
     )
-    # Its reply streams in a word at a time while it works: part of the sentence shows.
-    wait_for(
-        lambda: "Before I" in (text := page.inner_text("#live-output")) and "cover." not in text,
-        what="a partly streamed reply",
-        timeout=10,
-        interval=0.02,
-    )
     page.locator("article.interrupt button.option:has-text('Q3 2025')").click(timeout=30_000)
     page.wait_for_selector(".flash:has-text('Answer sent')")
     mark_no_reload(page)
@@ -132,6 +125,13 @@ def test_a_slow_run_shows_working_elapsed_time_and_the_current_node(
         lambda: page.inner_text("#run-progress .doing") == "in agent",
         what="the current node",
         timeout=15,
+    )
+    # The model's replies stream in a word at a time: a half-written sentence shows.
+    wait_for(
+        lambda: "Now a" in (text := page.inner_text("#live-output")) and "region." not in text,
+        what="a partly streamed reply",
+        timeout=20,
+        interval=0.02,
     )
     seen = {page.inner_text("#run-progress .elapsed")}
     wait_for(
