@@ -61,11 +61,12 @@ MIDDLEWARE = [
     "hitl.inputs.bounded_input_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # An expired session on a reviewer page: 401 JSON for scripts, login-and-back for
+    # forms. Before CSRF, whose view check would answer first.
+    "hitl.review.sessions.session_expiry_middleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    # An expired session on a reviewer page: 401 JSON for scripts, login-and-back for forms.
-    "hitl.review.sessions.session_expiry_middleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Answers a locked-out login with the lockout page (429).
     "axes.middleware.AxesMiddleware",

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import Resolver404, resolve, reverse
+from django.urls import reverse
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -48,12 +48,8 @@ def login_url(next_url: str) -> str:
     return f"{base}?{urlencode({'next': next_url})}" if next_url else base
 
 
-def _is_reviewer_page(request: HttpRequest) -> bool:
-    try:
-        match = resolve(request.path_info)
-    except Resolver404:
-        return False
-    module = getattr(match.func, "__module__", "")
+def _is_reviewer_page(view) -> bool:
+    module = getattr(view, "__module__", "")
     return module.startswith("hitl.review.") or module == "hitl.ops.thread_actions"
 
 
@@ -73,26 +69,33 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
 
 @sync_and_async_middleware
 def session_expiry_middleware(get_response):
-    """Answer an anonymous JSON call or form post to a reviewer page in words (after
-    AuthenticationMiddleware; before the view's own login redirect). Other requests
-    (the APIs, static files) pass without reading the session."""
+    """Answer an anonymous JSON call or form post to a reviewer page in words (before
+    CSRF's check and the view's own login redirect). It looks at the view Django has
+    already resolved, so other requests (the APIs, static files) pass without a second
+    URL lookup or a session read."""
     if iscoroutinefunction(get_response):
 
-        async def middleware(request: HttpRequest) -> HttpResponse:
-            if not _is_reviewer_page(request):
-                return await get_response(request)
+        async def process_view(request, view, args, kwargs):
+            if not _is_reviewer_page(view):
+                return None
             # The session is read on the request's thread, where the page's view reads it.
             signed_in = await sync_to_async(lambda: request.user.is_authenticated)()
-            refused = None if signed_in else _refusal(request)
-            return refused or await get_response(request)
+            return None if signed_in else _refusal(request)
+
+        async def middleware(request: HttpRequest) -> HttpResponse:
+            return await get_response(request)
 
     else:
 
-        def middleware(request: HttpRequest) -> HttpResponse:
-            if not _is_reviewer_page(request) or request.user.is_authenticated:
-                return get_response(request)
-            return _refusal(request) or get_response(request)
+        def process_view(request, view, args, kwargs):
+            if not _is_reviewer_page(view) or request.user.is_authenticated:
+                return None
+            return _refusal(request)
 
+        def middleware(request: HttpRequest) -> HttpResponse:
+            return get_response(request)
+
+    middleware.process_view = process_view
     return middleware
 
 
