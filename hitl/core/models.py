@@ -117,6 +117,11 @@ class Run(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # Signed POSTs on interrupt and completion (host must be allow-listed).
     webhook = models.URLField(max_length=500, blank=True)
+    # The LangGraph stream modes a /langgraph client started the run with, kept only when
+    # they ask the worker for more than the thread stream carries (debug, tasks,
+    # checkpoints, subgraphs): runs nobody asked that of stream as before.
+    stream_modes = models.JSONField(default=list, blank=True)
+    stream_subgraphs = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

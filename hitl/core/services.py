@@ -66,6 +66,8 @@ def run_start(
     run_metadata: dict[str, Any] | None = None,
     webhook: str = "",
     checkpoint_id: str = "",
+    stream_modes: list[str] | None = None,
+    stream_subgraphs: bool = False,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -127,6 +129,8 @@ def run_start(
             metadata=run_metadata or {},
             webhook=webhook,
             checkpoint_id=checkpoint_id or "",
+            stream_modes=stream_modes or [],
+            stream_subgraphs=stream_subgraphs,
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )

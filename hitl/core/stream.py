@@ -47,6 +47,8 @@ from ag_ui.core.events import BaseEvent
 STREAM_MODES = ["values", "updates", "messages", "tasks", "custom"]
 NODE_STARTED = "hitl.node_started"
 RAW_SOURCE = "langgraph"
+# What the thread stream carries at the root graph already (RAW or STATE_SNAPSHOT).
+THREAD_STREAM_CARRIES = frozenset(("values", "updates", "messages", "custom"))
 
 
 def _now_ms() -> int:
@@ -415,8 +417,27 @@ def _messages_in(update: Any) -> list[Any]:
     return found
 
 
-def _raw(mode: str, chunk: Any) -> dict[str, Any]:
-    return _dump(RawEvent(source=RAW_SOURCE, event={"mode": mode, "data": jsonable(chunk)}))
+def _raw(mode: str, chunk: Any, ns: tuple[str, ...] = ()) -> dict[str, Any]:
+    event: dict[str, Any] = {"mode": mode, "data": jsonable(chunk)}
+    if ns:
+        event["ns"] = list(ns)
+    return _dump(RawEvent(source=RAW_SOURCE, event=event))
+
+
+def client_modes(requested: list[str]) -> frozenset[str]:
+    """The LangGraph modes behind a /langgraph client's stream modes (Run.stream_modes):
+    "messages-tuple" is LangGraph's "messages"; "events" is built from the others."""
+    return frozenset("messages" if m == "messages-tuple" else m for m in requested) - {"events"}
+
+
+def client_chunk_events(
+    ns: tuple[str, ...], mode: str, chunk: Any, client_modes: frozenset[str]
+) -> list[dict[str, Any]]:
+    """RAW events for what only a /langgraph client asked for: a subgraph's chunks (any
+    mode) and the modes the thread stream does not carry (debug, tasks, checkpoints)."""
+    if mode not in client_modes or (not ns and mode in THREAD_STREAM_CARRIES):
+        return []
+    return [_raw(mode, chunk, ns)]
 
 
 def events_for_chunk(mode: str, chunk: Any) -> list[dict[str, Any]]:

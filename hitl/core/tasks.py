@@ -185,13 +185,22 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
             listened = events.thread_stream_listened(thread.pk)
             checked = time.monotonic()
             modes = agui.STREAM_MODES if listened else ["updates"]
-            for mode, chunk in graph.stream(
-                graph_input, config, stream_mode=modes, durability="sync"
+            # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs): only
+            # for runs started with them, and only while someone listens.
+            client_modes = agui.client_modes(run.stream_modes if listened else [])
+            subgraphs = bool(client_modes) and run.stream_subgraphs
+            if client_modes:
+                modes = agui.STREAM_MODES + sorted(client_modes - set(agui.STREAM_MODES))
+            for item in graph.stream(
+                graph_input, config, stream_mode=modes, durability="sync", subgraphs=subgraphs
             ):
+                ns, mode, chunk = item if subgraphs else ((), *item)
                 if not listened and time.monotonic() - checked >= LISTEN_RECHECK_SECONDS:
                     listened, checked = events.thread_stream_listened(thread.pk), time.monotonic()
                 if listened:
-                    for event in agui.events_for_chunk(mode, chunk):
+                    for event in agui.events_for_chunk(mode, chunk) if not ns else ():
+                        events.publish_thread_event(thread.pk, event)
+                    for event in agui.client_chunk_events(ns, mode, chunk, client_modes):
                         events.publish_thread_event(thread.pk, event)
                 # The heartbeat thread watches the row; the loop only reads its flag.
                 if mode == "updates" and heartbeat.lost:

@@ -11,6 +11,8 @@ import operator
 import time
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
@@ -19,6 +21,7 @@ TARGETS = {
     "ticker": "tests.api.client_graphs:ticker_graph",
     "typed_email": "tests.api.client_graphs:typed_email_graph",
     "two_approvals": "tests.api.client_graphs:two_approvals_graph",
+    "nested": "tests.api.client_graphs:nested_graph",
 }
 CLIENT_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -138,3 +141,71 @@ _ticker.add_node("tick", _tick)
 _ticker.add_edge(START, "tick")
 _ticker.add_edge("tick", END)
 ticker_graph = _ticker.compile()
+
+
+# --- a graph with a subgraph: stream modes and subgraph namespaces ------------------
+
+
+class NestedState(TypedDict, total=False):
+    request: str
+    steps: Annotated[list[str], operator.add]
+    notes: Annotated[list[str], operator.add]
+    decision: Any
+
+
+class InnerState(TypedDict, total=False):
+    request: str
+    notes: Annotated[list[str], operator.add]
+    decision: Any
+
+
+def _draft(state: InnerState) -> dict[str, Any]:
+    get_stream_writer()({"drafting": state.get("request")})
+    # A chat model inside the subgraph: its tokens stream as `messages|<namespace>`.
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="draft for the board")]))
+    reply = model.invoke(f"Draft {state.get('request')}")
+    return {"notes": [reply.content]}
+
+
+def _approve(state: InnerState) -> dict[str, Any]:
+    decision = interrupt(
+        {
+            "action_request": {"action": "publish", "args": {"request": state.get("request")}},
+            "config": {
+                "allow_accept": True,
+                "allow_edit": False,
+                "allow_respond": True,
+                "allow_ignore": True,
+            },
+            "description": "Publish it?",
+        }
+    )
+    return {"notes": ["approved"], "decision": decision}
+
+
+_inner = StateGraph(InnerState)
+_inner.add_node("draft", _draft)
+_inner.add_node("approve", _approve)
+_inner.add_edge(START, "draft")
+_inner.add_edge("draft", "approve")
+_inner.add_edge("approve", END)
+
+
+def _prepare(state: NestedState) -> dict[str, Any]:
+    get_stream_writer()({"preparing": state.get("request")})
+    return {"steps": ["prepare"]}
+
+
+def _finish(state: NestedState) -> dict[str, Any]:
+    return {"steps": ["finish"]}
+
+
+_outer = StateGraph(NestedState)
+_outer.add_node("prepare", _prepare)
+_outer.add_node("review", _inner.compile())
+_outer.add_node("finish", _finish)
+_outer.add_edge(START, "prepare")
+_outer.add_edge("prepare", "review")
+_outer.add_edge("review", "finish")
+_outer.add_edge("finish", END)
+nested_graph = _outer.compile()

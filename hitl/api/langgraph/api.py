@@ -39,7 +39,7 @@ from hitl.api.langgraph.schemas import (
     ThreadPatchIn,
     ThreadSearchIn,
 )
-from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_modes
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import eventlog, services
 from hitl.core.models import Run, Thread
@@ -127,6 +127,8 @@ def _create_run(
         metadata=body.metadata,
         webhook=body.webhook,
         checkpoint_id=checkpoint_id,
+        stream_modes=run_stream_modes(body.stream_mode, body.stream_subgraphs),
+        stream_subgraphs=body.stream_subgraphs,
         lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
     )
 

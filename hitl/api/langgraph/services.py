@@ -106,6 +106,8 @@ def run_create(
     webhook: str | None = None,
     lenient: bool = False,
     checkpoint_id: str | None = None,
+    stream_modes: list[str] | None = None,
+    stream_subgraphs: bool = False,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -150,10 +152,14 @@ def run_create(
                 run_metadata=metadata,
                 webhook=webhook or "",
                 checkpoint_id=checkpoint_id or "",
+                stream_modes=stream_modes,
+                stream_subgraphs=stream_subgraphs,
             )
         if thread.graph != graph:
             raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
         fields = {"metadata": metadata, "webhook": webhook or ""}
+        if stream_modes:
+            fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
         return resume_command(
             thread=thread, user=user, resume=command["resume"], run_fields=fields, lenient=lenient
         )

@@ -2,8 +2,12 @@
 
 The run executes on a worker; what it streams reaches this process through the
 thread's channel group (see hitl.core.stream): STATE_SNAPSHOT events become `values`,
-RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verbatim. The
-`events` mode is an approximation built from those (chat model stream + node ends).
+RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verbatim.
+`debug`, `tasks`, `checkpoints` and subgraph chunks (named `mode|<namespace>`, as
+LangGraph Server names them) are streamed by the worker only for runs started with
+those modes (Run.stream_modes). The `events` mode is an approximation built from the
+others (chat model stream + node ends): the worker runs graphs with the sync `stream`,
+and astream_events v2 has no sync counterpart.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ STREAM_MODES = (
     "tasks",
     "checkpoints",
 )
+# Modes the worker streams only for a run started with them (Run.stream_modes).
+WORKER_MODES = frozenset(("debug", "tasks", "checkpoints"))
 KEEPALIVE_SECONDS = 15.0
 # The id of the closing values part: a client back with it has had the whole run.
 FINAL_ID = "final"
@@ -55,6 +61,48 @@ def normalize_modes(stream_mode: Any) -> list[str]:
     return [m for m in modes if m in STREAM_MODES] or ["values"]
 
 
+def run_stream_modes(stream_mode: Any, subgraphs: bool) -> list[str]:
+    """The modes a new run keeps for its worker: none unless they ask it for more than
+    the thread stream carries (so a plain run costs the worker nothing extra)."""
+    modes = normalize_modes(stream_mode)
+    return modes if subgraphs or WORKER_MODES.intersection(modes) else []
+
+
+def _checkpoint_of(config: Any) -> dict[str, Any] | None:
+    """A RunnableConfig as LangGraph Server's Checkpoint object."""
+    c = (config.get("configurable") if isinstance(config, dict) else None) or {}
+    if not c.get("thread_id") or not c.get("checkpoint_id"):
+        return None
+    out = {"checkpoint_id": c["checkpoint_id"], "thread_id": c["thread_id"]}
+    if "checkpoint_ns" in c:
+        out["checkpoint_ns"] = c["checkpoint_ns"] or ""
+    if "checkpoint_map" in c:
+        out["checkpoint_map"] = c["checkpoint_map"]
+    return out
+
+
+def _debug(chunk: Any) -> Any:
+    """A `debug` chunk as LangGraph Server sends it: a checkpoint's payload also names its
+    `checkpoint` and `parent_checkpoint`, and a subgraph task its `checkpoint`."""
+    payload = chunk.get("payload") if isinstance(chunk, dict) else None
+    if chunk.get("type") != "checkpoint" or not isinstance(payload, dict):
+        return chunk
+    tasks = []
+    for task in payload.get("tasks") or []:
+        state_ = task.get("state") if isinstance(task, dict) else None
+        if isinstance(state_, dict) and state_.get("configurable"):
+            task = {k: v for k, v in task.items() if k != "state"}
+            task["checkpoint"] = state_["configurable"]
+        tasks.append(task)
+    payload = {
+        **payload,
+        "checkpoint": _checkpoint_of(payload.get("config")),
+        "parent_checkpoint": _checkpoint_of(payload.get("parent_config")),
+        "tasks": tasks,
+    }
+    return {**chunk, "payload": payload}
+
+
 class _Translator:
     """Turns the thread's AG-UI/RAW events into LangGraph SSE parts for some modes."""
 
@@ -70,24 +118,29 @@ class _Translator:
         self.last_values = snapshot
         return [sse("values", snapshot)]
 
-    def raw(self, mode: str, data: Any) -> list[bytes]:
+    def raw(self, mode: str, data: Any, ns: list[str] | None = None) -> list[bytes]:
+        # A subgraph's chunk is named "mode|<its namespace>", as LangGraph Server does.
+        name = "|".join([mode, *ns]) if ns else mode
         out: list[bytes] = []
         if mode == "updates":
             if "updates" in self.modes:
-                out.append(sse("updates", data))
-            if "events" in self.modes and isinstance(data, dict):
+                out.append(sse(name, data))
+            if "events" in self.modes and isinstance(data, dict) and not ns:
                 for node, update in data.items():
                     out.append(self._event("on_chain_end", node, {"output": update}))
-        elif mode == "custom":
-            if "custom" in self.modes:
-                out.append(sse("custom", data))
+        elif mode in ("custom", "values", "tasks", "checkpoints"):
+            if mode in self.modes:
+                out.append(sse(name, data))
+        elif mode == "debug":
+            if "debug" in self.modes:
+                out.append(sse(name, _debug(data)))
         elif mode == "messages" and isinstance(data, list) and len(data) == 2:
             message, metadata = data
             if "messages-tuple" in self.modes:
-                out.append(sse("messages", data))
+                out.append(sse(name, data))
             if "messages" in self.modes and isinstance(message, dict):
                 out.extend(self._messages(message, metadata))
-            if "events" in self.modes:
+            if "events" in self.modes and not ns:
                 name = (metadata or {}).get("langgraph_node") or "model"
                 out.append(self._event("on_chat_model_stream", name, {"chunk": message}, metadata))
         return out
@@ -129,7 +182,7 @@ def _parts(translate: _Translator, event: dict[str, Any]) -> list[bytes]:
         return translate.values(event.get("snapshot"))
     if kind == "RAW" and event.get("source") == RAW_SOURCE:
         raw = event.get("event") or {}
-        return translate.raw(raw.get("mode"), raw.get("data"))
+        return translate.raw(raw.get("mode"), raw.get("data"), raw.get("ns"))
     return []
 
 
