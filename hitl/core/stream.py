@@ -445,11 +445,15 @@ def events_for_chunk(mode: str, chunk: Any) -> list[dict[str, Any]]:
     events: list[BaseEvent] = []
     if mode == "values":
         # LangGraph also emits {"__interrupt__": ...} in this mode: not state, and the
-        # interrupts reach clients through RUN_FINISHED.
-        if isinstance(chunk, dict) and not (chunk and all(k.startswith("__") for k in chunk)):
+        # interrupts reach AG-UI clients through RUN_FINISHED. The chunk itself goes on
+        # as RAW, where it falls in LangGraph's order, for /langgraph values streams.
+        if not isinstance(chunk, dict):
+            return []
+        out = [_raw(mode, chunk)] if "__interrupt__" in chunk else []
+        if not (chunk and all(k.startswith("__") for k in chunk)):
             state = {k: v for k, v in chunk.items() if not k.startswith("__")}
-            return [_dump(StateSnapshotEvent(snapshot=jsonable(state)))]
-        return []
+            out.insert(0, _dump(StateSnapshotEvent(snapshot=jsonable(state))))
+        return out
     if mode == "messages" and isinstance(chunk, (list, tuple)) and len(chunk) == 2:
         message, _metadata = chunk
         if _is_message(message):

@@ -128,6 +128,8 @@ class _Translator:
             if "events" in self.modes and isinstance(data, dict) and not ns:
                 for node, update in data.items():
                     out.append(self._event("on_chain_end", node, {"output": update}))
+        elif mode == "values" and not ns:  # the root's values with the pause's interrupts
+            out.extend(self.values(data))
         elif mode in ("custom", "values", "tasks", "checkpoints"):
             if mode in self.modes:
                 out.append(sse(name, data))
@@ -272,7 +274,11 @@ async def run_events(
                 {"error": "TimeoutError", "message": f"Still {final.status} after {timeout:.0f}s."},
             )
             return
-        if "values" in modes:
+        # The worker's values chunk at a pause went by already, in LangGraph's order.
+        seen_pause = isinstance(translate.last_values, dict) and (
+            "__interrupt__" in translate.last_values
+        )
+        if "values" in modes and not seen_pause:
             # As LangGraph Server does: a run that pauses ends its values stream with the
             # state plus "__interrupt__" (what useStream reads to show the interrupt live).
             if final.status == Run.Status.INTERRUPTED:

@@ -1,0 +1,203 @@
+"""Every LangGraph stream mode through /langgraph, checked against langgraph itself: the
+same graph streamed in-process (`graph.stream(..., subgraphs=True)`) is the reference,
+and what the real langgraph_sdk reads from daphne + a Celery worker must equal it, ids
+and timestamps aside."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from hitl.core.models import Run
+from tests.api.conftest import sdk_client, token_for
+from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
+
+pytestmark = pytest.mark.postgres
+
+MODES = ["values", "updates", "custom", "debug", "tasks", "checkpoints", "messages-tuple"]
+
+_ID = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}"
+    r"|lc_run--[0-9a-f-]{36}|\d{4}-\d\d-\d\dT[\d:.]+\+00:00"
+)
+
+
+def _json(value: Any) -> Any:
+    """A chunk as JSON, the way a server serializes it (messages, Interrupt dataclasses)."""
+
+    def default(obj: Any) -> Any:
+        if hasattr(obj, "model_dump"):
+            return obj.model_dump(mode="json")
+        if dataclasses.is_dataclass(obj):
+            return dataclasses.asdict(obj)
+        return list(obj) if isinstance(obj, (tuple, set)) else str(obj)
+
+    return json.loads(json.dumps(value, default=default))
+
+
+class _Normalizer:
+    """Replaces ids and timestamps by their order of first appearance in one stream."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+
+    def _id(self, match: re.Match) -> str:
+        return self.seen.setdefault(match.group(0), f"<{len(self.seen)}>")
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return _ID.sub(self._id, value)
+        if isinstance(value, (list, tuple)):
+            return [self(v) for v in value]
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                # HITL's own run metadata (LangGraph Server adds its own keys likewise), and
+                # the response_schema field newer Interrupts carry, null here.
+                if key.startswith("hitl_") or (key == "response_schema" and item is None):
+                    continue
+                out[self(key)] = self(item)
+            return out
+        return value
+
+
+def _undo_server_debug(data: dict[str, Any]) -> dict[str, Any]:
+    """Check and take back what LangGraph Server adds to a debug checkpoint payload."""
+    payload = data.get("payload")
+    if data.get("type") != "checkpoint":
+        return data
+    config, parent = payload.pop("config"), payload.pop("parent_config")
+    checkpoint, parent_checkpoint = payload.pop("checkpoint"), payload.pop("parent_checkpoint")
+    assert checkpoint["checkpoint_id"] == config["configurable"]["checkpoint_id"]
+    assert checkpoint["checkpoint_ns"] == config["configurable"]["checkpoint_ns"]
+    if parent is None:
+        assert parent_checkpoint is None
+    else:
+        assert parent_checkpoint["checkpoint_id"] == parent["configurable"]["checkpoint_id"]
+    for task in payload["tasks"]:
+        if "checkpoint" in task:  # a subgraph's task: its `state` config, renamed
+            task["state"] = {"configurable": task.pop("checkpoint")}
+    return {**data, "payload": {"config": config, "parent_config": parent, **payload}}
+
+
+def _reference(graph, graph_input, config) -> list[tuple[str, Any]]:
+    """What LangGraph Server sends for these modes with stream_subgraphs, from langgraph."""
+    modes = ["messages" if m == "messages-tuple" else m for m in MODES]
+    out = []
+    for ns, mode, chunk in graph.stream(graph_input, config, stream_mode=modes, subgraphs=True):
+        out.append(("|".join([mode, *ns]), _json(chunk)))
+    return out
+
+
+def _received(parts) -> list[tuple[str, Any]]:
+    out = []
+    for part in parts:
+        assert part.id, part  # every part can be resumed from (Last-Event-ID)
+        data = part.data
+        if part.event.split("|")[0] == "debug":
+            data = _undo_server_debug(json.loads(json.dumps(data)))
+        out.append((part.event, data))
+    return out
+
+
+def _same(got: list[tuple[str, Any]], want: list[tuple[str, Any]]) -> None:
+    got, want = _Normalizer()(got), _Normalizer()(want)
+    assert [e for e, _ in got] == [e for e, _ in want]
+    for n, ((event, data), (_, expected)) in enumerate(zip(got, want, strict=True)):
+        assert data == expected, (n, event)
+
+
+def test_every_stream_mode_matches_langgraph_through_a_pause_and_a_resume(stack16, reviewer):  # noqa: F811
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from tests.api.client_graphs import _outer
+
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    first = list(
+        sdk.runs.stream(
+            thread_id,
+            "nested",
+            input={"request": "q3"},
+            stream_mode=MODES,
+            stream_subgraphs=True,
+        )
+    )
+    assert first[0].event == "metadata"
+    run_id = first[0].data["run_id"]
+    # The worker was told what this client asked for: nothing else asks it of the worker.
+    assert Run.objects.get(pk=run_id).stream_modes == MODES
+
+    graph = _outer.compile(checkpointer=InMemorySaver())
+    # Run metadata as HITL's worker gives it (the normalizer drops its values).
+    config = {
+        "configurable": {"thread_id": str(uuid.uuid4())},
+        "metadata": {"hitl_run_id": "", "hitl_thread_id": ""},
+    }
+    want = _reference(graph, {"request": "q3"}, config)
+    _same(_received(first[1:]), want)
+    # The pause ends every mode as LangGraph does: the subgraph's and the root's values
+    # carry the interrupt, as do the updates and the interrupted tasks.
+    names = [p.event.split("|")[0] for p in first]
+    assert set(names) == {"metadata", "messages", *MODES} - {"messages-tuple"}
+    assert any(p.event.startswith("messages|review:") for p in first)  # the subgraph's model
+    assert names[-4:] == ["updates", "values", "tasks", "debug"]
+    assert "__interrupt__" in first[-3].data and first[-2].data["interrupts"]
+
+    # The resume answers the interrupt; the graph goes on inside the subgraph.
+    second = list(
+        sdk.runs.stream(
+            thread_id,
+            "nested",
+            command={"resume": {"type": "accept", "args": None}},
+            stream_mode=MODES,
+            stream_subgraphs=True,
+        )
+    )
+    decision = sdk.threads.get_state(thread_id)["values"]["decision"]
+    pending = graph.get_state(config).interrupts[0].id
+    want = _reference(graph, Command(resume={pending: decision}), config)
+    _same(_received(second[1:]), want)
+    assert second[-1].event == "debug" and second[-1].data["payload"]["next"] == []
+
+
+def test_a_run_asking_only_for_thread_modes_costs_the_worker_nothing_more(stack16, reviewer):  # noqa: F811
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    parts = list(
+        sdk.runs.stream(
+            thread_id, "nested", input={"request": "q3"}, stream_mode=["values", "updates"]
+        )
+    )
+    assert Run.objects.get(pk=parts[0].data["run_id"]).stream_modes == []
+    # Without stream_subgraphs, no subgraph chunk: the root's updates end with the pause.
+    assert all("|" not in p.event for p in parts)
+    assert parts[-1].event == "values" and "__interrupt__" in parts[-1].data
+    assert [p.data for p in parts if p.event == "updates"][-1].keys() == {"__interrupt__"}
+
+
+def test_unknown_stream_modes_are_refused(stack16, reviewer, outsider):  # noqa: F811
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    headers = {"x-api-key": token_for(reviewer)}
+    base = f"{stack16.base_url}/langgraph/threads/{thread_id}"
+    for stream_mode in ("bogus", ["values", "bogus"], ["values", 3]):
+        body = {"assistant_id": "nested", "input": {}, "stream_mode": stream_mode}
+        response = httpx.post(f"{base}/runs/stream", json=body, headers=headers, timeout=30)
+        assert response.status_code == 422, response.text
+        assert "stream_mode" in response.text
+    response = httpx.get(f"{base}/stream?stream_mode=debug&stream_mode=bogus", headers=headers)
+    assert response.status_code == 422
+    assert not Run.objects.filter(thread_id=thread_id).exists()
+    # Another user's thread stays out of sight, whatever the modes.
+    response = httpx.get(
+        f"{base}/stream?stream_mode=debug", headers={"x-api-key": token_for(outsider)}
+    )
+    assert response.status_code == 404
