@@ -44,7 +44,7 @@ def test_sdk_streams_resume_across_a_daphne_restart_missing_nothing(
     web = _daphne(test_database_url, port, tmp_path / "web-1.log")
     sdk = get_sync_client(url=f"http://127.0.0.1:{port}/langgraph", api_key=token_for(reviewer))
     first, second = sdk.threads.create(), sdk.threads.create()
-    modes = ["custom", "values"]
+    modes = ["custom", "values", "debug"]  # debug: a mode the worker streams on request
     parts: dict[str, list] = {}
     errors: dict[str, BaseException] = {}
 
@@ -104,7 +104,16 @@ def test_sdk_streams_resume_across_a_daphne_restart_missing_nothing(
             start = 0 if name.startswith("runs.stream") else seen[0]
             assert seen == list(range(start, TICKS)), (name, seen)
             assert [p.event for p in got].count("metadata") == 1, name
-            assert got[-1].event == "values" and got[-1].data["ticks"] == TICKS, name
+            values = [p.data for p in got if p.event == "values"]
+            assert values[-1]["ticks"] == TICKS, name
+            ids = [p.id for p in got if p.event != "metadata"]
+            assert all(ids) and len(set(ids)) == len(ids), name
+            debug = [p.data["type"] for p in got if p.event == "debug"]
+            whole = ["checkpoint", "checkpoint", "task", "task_result", "checkpoint"]
+            if name.startswith("runs.stream"):
+                assert debug == whole, (name, debug)
+            else:  # joined mid-run: from there on
+                assert debug == whole[len(whole) - len(debug) :], (name, debug)
         ours = Run.objects.filter(thread_id__in=[first["thread_id"], second["thread_id"]])
         assert set(ours.values_list("status", flat=True)) == {"success"}
         # The tail came from the restarted server.
