@@ -400,6 +400,7 @@ class AuditEvent(models.Model):
         RUN_FAILED = "run.failed"
         RUN_RETRIED = "run.retried"
         RUN_CANCELLED = "run.cancelled"
+        RUN_DELETED = "run.deleted"
         THREAD_CANCELLED = "thread.cancelled"
         THREAD_DELETED = "thread.deleted"
         THREAD_COPIED = "thread.copied"

@@ -23,15 +23,15 @@ from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
-from hitl.api.langgraph import serializers, state, thread_verbs
+from hitl.api.langgraph import assistants, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.resume import check_storable
 from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
-    AssistantSearchIn,
     CheckpointIn,
     HistoryIn,
     RunCreateIn,
+    RunsCancelIn,
     StateCheckpointIn,
     StateUpdateIn,
     ThreadCountIn,
@@ -43,7 +43,6 @@ from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_mo
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import eventlog, services
 from hitl.core.models import Run, Thread
-from hitl.core.registry import registry
 from hitl.core.selectors import thread_list_for_user, user_can_view_thread
 from hitl.core.waiting import ThreadSubscription, wait_for_run
 
@@ -75,6 +74,7 @@ api = NinjaAPI(
 
 
 install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
+api.add_router("/assistants", assistants.router)
 
 
 def _wait_seconds(requested: float | None = None) -> float:
@@ -133,6 +133,9 @@ def _create_run(
     )
 
 
+# A thread stream also takes "run_modes": the modes its run was started with.
+THREAD_STREAM_MODES = (*STREAM_MODES, "run_modes")
+
 # Repeated `?stream_mode=` query parameters (a list would otherwise be read from a body).
 MODES_QUERY = Query(None)
 
@@ -143,6 +146,13 @@ LENIENT_HEADER = "X-HITL-Lenient-Edits"
 def _location(request: HttpRequest, run: Run) -> str:
     prefix = request.path.split("/threads/")[0].split("/runs")[0].rstrip("/")
     return f"{prefix}/threads/{run.thread_id}/runs/{run.pk}"
+
+
+def _name_run(request: HttpRequest, response, run: Run) -> None:
+    response["Content-Location"] = _location(request, run)
+    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
+    # absolute, so it resolves the same under any mount point.
+    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
 
 
 async def _stream_response(
@@ -164,10 +174,7 @@ async def _stream_response(
     )
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
-    response["Content-Location"] = _location(request, run)
-    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
-    # absolute, so it resolves the same under any mount point.
-    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
+    _name_run(request, response, run)
     return response
 
 
@@ -217,10 +224,7 @@ async def _finished_output(request, run: Run | None):
     if output is None:
         output = await sync_to_async(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
-    response["Content-Location"] = _location(request, run)
-    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
-    # absolute, so it resolves the same under any mount point.
-    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
+    _name_run(request, response, run)
     return response
 
 
@@ -250,75 +254,6 @@ def info(request):
 @api.get("/ok", auth=None, response=dict, tags=["meta"])
 def ok(request):
     return {"ok": True}
-
-
-# --- assistants -----------------------------------------------------------------
-
-
-@api.post("/assistants/search", response={200: list[dict], **ERRORS}, tags=["assistants"])
-def assistants_search(request, body: AssistantSearchIn):
-    graphs = registry.names()
-    if body.graph_id:
-        graphs = [g for g in graphs if g == body.graph_id]
-    if body.name:
-        graphs = [g for g in graphs if body.name.lower() in g.lower()]
-    items = [serializers.assistant_json(g) for g in graphs]
-    if body.metadata:
-        items = [a for a in items if body.metadata.items() <= a["metadata"].items()]
-    key = body.sort_by if body.sort_by in ("assistant_id", "graph_id", "name") else "name"
-    items.sort(key=lambda a: a[key], reverse=body.sort_order == "desc")
-    return items[body.offset : body.offset + body.limit]
-
-
-@api.post("/assistants/count", response={200: int, **ERRORS}, tags=["assistants"])
-def assistants_count(request, body: AssistantSearchIn):
-    return len(assistants_search(request, body))
-
-
-@api.get("/assistants/{assistant_id}", response={200: dict, **ERRORS}, tags=["assistants"])
-def assistant_get(request, assistant_id: str):
-    return serializers.assistant_json(lg_services.graph_for_assistant(assistant_id))
-
-
-def _compiled(assistant_id: str):
-    from hitl.core.tasks import checkpointer
-
-    name = lg_services.graph_for_assistant(assistant_id)
-    try:
-        return registry.get(name, checkpointer())
-    except Exception as exc:  # a registered target that does not import or compile
-        raise services.Conflict(f"Graph {name!r} cannot be loaded: {exc}") from None
-
-
-@api.get("/assistants/{assistant_id}/graph", response={200: dict, **ERRORS}, tags=["assistants"])
-def assistant_graph(request, assistant_id: str, xray: bool = False):
-    try:
-        return _compiled(assistant_id).get_graph(xray=xray).to_json()
-    except services.ServiceError:
-        raise
-    except Exception as exc:  # a graph LangGraph cannot draw
-        raise services.Conflict(f"The graph cannot be drawn: {exc}") from None
-
-
-@api.get("/assistants/{assistant_id}/schemas", response={200: dict, **ERRORS}, tags=["assistants"])
-def assistant_schemas(request, assistant_id: str):
-    graph = _compiled(assistant_id)
-    name = lg_services.graph_for_assistant(assistant_id)
-
-    def schema(method: str) -> dict[str, Any] | None:
-        try:
-            return getattr(graph, method)()
-        except Exception:  # a graph whose schema cannot be expressed as JSON Schema
-            return None
-
-    return {
-        "graph_id": name,
-        "input_schema": schema("get_input_jsonschema"),
-        "output_schema": schema("get_output_jsonschema"),
-        "state_schema": schema("get_output_jsonschema"),
-        "config_schema": schema("get_config_jsonschema"),
-        "context_schema": schema("get_context_jsonschema"),
-    }
 
 
 # --- threads --------------------------------------------------------------------
@@ -456,20 +391,14 @@ def thread_history_get(
 @api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = _create_run(request, body, thread_id, stateless=False)
-    response["Content-Location"] = _location(request, run)
-    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
-    # absolute, so it resolves the same under any mount point.
-    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
+    _name_run(request, response, run)
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
 @api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = _create_run(request, body, None, stateless=True)
-    response["Content-Location"] = _location(request, run)
-    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
-    # absolute, so it resolves the same under any mount point.
-    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
+    _name_run(request, response, run)
     return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
 
 
@@ -511,6 +440,29 @@ def runs_list(
 @api.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_get(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     return serializers.run_json(_run_for(request, thread_id, run_id))
+
+
+@api.delete("/threads/{thread_id}/runs/{run_id}", response={204: None, **ERRORS}, tags=["runs"])
+def runs_delete(request, thread_id: uuid.UUID, run_id: uuid.UUID):
+    thread_verbs.run_delete(run=_run_for(request, thread_id, run_id), user=request.user)
+    return 204, None
+
+
+@api.post("/runs/cancel", response={204: None, **ERRORS}, tags=["runs"])
+def runs_cancel_many(
+    request, body: RunsCancelIn, action: Literal["interrupt", "rollback"] = "interrupt"
+):
+    if action == "rollback":
+        raise services.Invalid("Rollback is not supported; cancel with action=interrupt.")
+    if body.status and (body.thread_id or body.run_ids):
+        raise services.Invalid("Send either status, or thread_id with run_ids, not both.")
+    if not body.status and not (body.thread_id and body.run_ids):
+        raise services.Invalid("Send status, or thread_id with run_ids.")
+    thread = _thread_for(request, body.thread_id) if body.thread_id else None
+    thread_verbs.runs_cancel_many(
+        user=request.user, thread=thread, run_ids=body.run_ids, status=body.status or ""
+    )
+    return 204, None
 
 
 @api.post(
@@ -572,9 +524,10 @@ async def runs_join_stream(
 async def threads_join_stream(
     request,
     thread_id: uuid.UUID,
-    stream_mode: list[Literal[STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
+    stream_mode: list[Literal[THREAD_STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
 ):
-    """Follow the thread's current run (or its latest one) in the requested modes."""
+    """Follow the thread's current run (or its latest one) in the requested modes;
+    `run_modes` (langgraph_sdk's default) in the modes that run was started with."""
     sub = await ThreadSubscription(thread_id).open()
     try:
         thread = await sync_to_async(_thread_for)(request, thread_id)
@@ -584,6 +537,9 @@ async def threads_join_stream(
     except BaseException:
         await sub.close()
         raise
+    if stream_mode and "run_modes" in stream_mode:
+        run_modes = run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk)
+        stream_mode = [m for m in stream_mode if m != "run_modes"] + list(run_modes or [])
     return await _stream_response(request, sub, run, stream_mode)
 
 

@@ -103,3 +103,11 @@ class RunCreateIn(Schema):
     checkpoint_id: str | None = None
     after_seconds: int | None = None
     feedback_keys: list[str] | None = None
+
+
+class RunsCancelIn(Schema):
+    """Either a thread and some of its runs, or a status (LangGraph's bulk cancel)."""
+
+    thread_id: uuid.UUID | None = None
+    run_ids: list[uuid.UUID] | None = Field(None, max_length=1000)
+    status: Literal["pending", "running", "all"] | None = None

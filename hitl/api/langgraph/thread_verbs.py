@@ -1,4 +1,5 @@
-"""LangGraph Server's thread verbs beyond create/get/search: delete, copy, update_state.
+"""LangGraph Server's verbs beyond the basics: threads delete, copy and update_state,
+runs delete and cancel_many.
 
 Each one locks the thread, checks the same permissions as the rest of the API, writes
 its audit event in the same transaction, and touches the checkpointer only for a
@@ -15,8 +16,8 @@ from django.db import transaction
 
 from hitl.api.langgraph import state
 from hitl.core import audit, services
-from hitl.core.models import AuditEvent, Thread
-from hitl.core.selectors import user_can_run_thread
+from hitl.core.models import AuditEvent, Run, Thread
+from hitl.core.selectors import thread_list_for_user, user_can_cancel_thread, user_can_run_thread
 
 log = logging.getLogger(__name__)
 
@@ -159,3 +160,61 @@ def thread_update_state(
             },
         )
     return {"checkpoint": state._checkpoint(new_config)}
+
+
+def run_delete(*, run: Run, user) -> None:
+    """Delete a run that is over (its answered interrupts go with it; the audit stays).
+
+    A run in progress, or one whose interrupts still wait on reviewers, is the thread's
+    live state: it is cancelled first, not deleted.
+    """
+    _may_change(user, run.thread)
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status in (Run.Status.QUEUED, Run.Status.RUNNING):
+            raise services.Conflict("The run is in progress: cancel it first.")
+        if run.interrupts.pending().exists():
+            raise services.Conflict(
+                "The run waits on reviewers: answer or cancel its interrupts first."
+            )
+        audit.audit_record(
+            kind=AuditEvent.Kind.RUN_DELETED,
+            thread=thread,
+            actor=user,
+            data={"run_id": str(run.pk), "status": run.status, "kind": run.kind},
+        )
+        run.delete()
+
+
+BULK_CANCEL_STATUSES = {
+    "pending": [Run.Status.QUEUED],
+    "running": [Run.Status.RUNNING],
+    "all": [Run.Status.QUEUED, Run.Status.RUNNING],
+}
+
+
+def runs_cancel_many(
+    *, user, thread: Thread | None = None, run_ids: list[Any] | None = None, status: str = ""
+) -> None:
+    """Cancel the listed runs of one thread, or every queued/running run of a status.
+
+    By ids, a run the thread does not have is a 404 and cancelling needs the same right as
+    cancelling one run; by status, only the threads the user may cancel are touched.
+    Runs that are already over are left as they are.
+    """
+    if thread is not None:
+        runs = list(thread.runs.filter(pk__in=run_ids or []))
+        missing = {str(r) for r in run_ids or []} - {str(r.pk) for r in runs}
+        if missing:
+            raise services.NotFound(f"Run {sorted(missing)[0]} not found.")
+        active = BULK_CANCEL_STATUSES["all"]
+        if any(r.status in active or r.interrupts.pending().exists() for r in runs):
+            services.thread_cancel(thread=thread, user=user)
+        return
+    active = Run.objects.filter(
+        status__in=BULK_CANCEL_STATUSES[status], thread__in=thread_list_for_user(user)
+    )
+    for target in Thread.objects.filter(pk__in=active.values("thread_id")):
+        if user_can_cancel_thread(user, target):
+            services.thread_cancel(thread=target, user=user)
