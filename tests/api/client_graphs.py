@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import operator
 import time
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 TARGETS = {
     "ticker": "tests.api.client_graphs:ticker_graph",

@@ -110,3 +110,34 @@ def test_thread_join_stream_defaults_to_the_modes_its_run_started_with(stack16, 
             headers={"x-api-key": token_for(reviewer)},
         )
         assert response.status_code == 422, response.text
+
+
+def test_a_batch_starts_stateless_runs_all_or_none(stack16, reviewer):  # noqa: F811
+    sdk = sdk_client(stack16.base_url, reviewer)
+    runs = sdk.runs.create_batch(
+        [
+            {"assistant_id": "typed_email", "input": {"request": "q3"}},
+            {"assistant_id": "nested", "input": {"request": "q4"}},
+        ]
+    )
+    assert len(runs) == 2 and len({r["thread_id"] for r in runs}) == 2
+    for run in runs:
+        assert sdk.runs.join(run["thread_id"], run["run_id"])["__interrupt__"]
+    before = Run.objects.count()
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        sdk.runs.create_batch(
+            [{"assistant_id": "nested", "input": {}}, {"assistant_id": "no-such-graph"}]
+        )
+    assert _status(refused) == 404 and Run.objects.count() == before
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        sdk.runs.create_batch([])
+    assert _status(refused) == 400
+
+
+def test_subgraphs_are_listed_with_their_schemas(stack16, reviewer):  # noqa: F811
+    sdk = sdk_client(stack16.base_url, reviewer)
+    subgraphs = sdk.assistants.get_subgraphs("nested")
+    assert list(subgraphs) == ["review"]
+    assert set(subgraphs["review"]["input_schema"]["properties"]) >= {"request", "notes"}
+    assert sdk.assistants.get_subgraphs("nested", namespace="review") == subgraphs
+    assert sdk.assistants.get_subgraphs("typed_email") == {}

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
@@ -541,6 +542,21 @@ async def threads_join_stream(
         run_modes = run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk)
         stream_mode = [m for m in stream_mode if m != "run_modes"] + list(run_modes or [])
     return await _stream_response(request, sub, run, stream_mode)
+
+
+# A batch is one request: bounded like any other body.
+MAX_BATCH = 100
+
+
+@api.post("/runs/batch", response={200: list[dict], **ERRORS}, tags=["runs"])
+def runs_create_batch(request, body: list[RunCreateIn]):
+    """Start several stateless runs (each on a new thread): all of them, or none."""
+    if not 0 < len(body) <= MAX_BATCH:
+        raise services.Invalid(f"Send from 1 to {MAX_BATCH} runs.")
+    with transaction.atomic():
+        runs = [_create_run(request, item, None, stateless=True) for item in body]
+    fresh = Run.objects.select_related("thread").in_bulk([r.pk for r in runs])
+    return [serializers.run_json(fresh[r.pk]) for r in runs]
 
 
 @api.post("/runs/wait", response={200: dict, 408: Error, **ERRORS}, tags=["runs"])

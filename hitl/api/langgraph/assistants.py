@@ -61,11 +61,7 @@ def assistant_graph(request, assistant_id: str, xray: bool = False):
         raise services.Conflict(f"The graph cannot be drawn: {exc}") from None
 
 
-@router.get("/{assistant_id}/schemas", response={200: dict, **ERRORS}, tags=["assistants"])
-def assistant_schemas(request, assistant_id: str):
-    graph = _compiled(assistant_id)
-    name = lg_services.graph_for_assistant(assistant_id)
-
+def _schemas(graph: Any, name: str) -> dict[str, Any]:
     def schema(method: str) -> dict[str, Any] | None:
         try:
             return getattr(graph, method)()
@@ -80,3 +76,33 @@ def assistant_schemas(request, assistant_id: str):
         "config_schema": schema("get_config_jsonschema"),
         "context_schema": schema("get_context_jsonschema"),
     }
+
+
+@router.get("/{assistant_id}/schemas", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_schemas(request, assistant_id: str):
+    return _schemas(_compiled(assistant_id), lg_services.graph_for_assistant(assistant_id))
+
+
+def _subgraphs(assistant_id: str, namespace: str | None, recurse: bool) -> dict[str, Any]:
+    graph = _compiled(assistant_id)
+    name = lg_services.graph_for_assistant(assistant_id)
+    try:
+        found = list(graph.get_subgraphs(namespace=namespace, recurse=recurse))
+    except Exception as exc:  # a graph whose subgraphs LangGraph cannot list
+        raise services.Conflict(f"The subgraphs cannot be listed: {exc}") from None
+    return {ns: _schemas(subgraph, name) for ns, subgraph in found}
+
+
+@router.get("/{assistant_id}/subgraphs", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_subgraphs(request, assistant_id: str, recurse: bool = False):
+    """The graph's subgraphs by namespace, with their schemas."""
+    return _subgraphs(assistant_id, None, recurse)
+
+
+@router.get(
+    "/{assistant_id}/subgraphs/{namespace}",
+    response={200: dict, **ERRORS},
+    tags=["assistants"],
+)
+def assistant_subgraphs_in(request, assistant_id: str, namespace: str, recurse: bool = False):
+    return _subgraphs(assistant_id, namespace, recurse)
