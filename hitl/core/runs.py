@@ -179,8 +179,12 @@ def run_finish(
     interrupts: list[tuple[str, Any, Any]],
     result: Any,
     thread_id: Any = None,
+    values: Any = None,
 ) -> Run | None:
-    """Record the end of a run: interrupted (with one row per pending request) or done."""
+    """Record the end of a run: interrupted (with one row per pending request) or done.
+
+    `values`, the state the run ended with, lets waiters answer without reading it back.
+    """
     now = timezone.now()
     created: list[HumanInterrupt] = []
     with transaction.atomic():
@@ -283,7 +287,18 @@ def run_finish(
                 )
             )
         events.emit_run_ended(run)
-        _announce_thread(thread)
+        run_end = None
+        # The plain case only: rows of an earlier attempt, or decided by a rule, make the
+        # waiter read what is pending itself.
+        pending = HumanInterrupt.Status.PENDING
+        if values is not None and not existing and all(r.status == pending for r in created):
+            run_end = events.run_end_summary(
+                run_id=run.pk,
+                status=run.status,
+                values=values,
+                interrupts=[(i, v) for i, v, _ in interrupts],
+            )
+        _announce_thread(thread, run_end)
     return run
 
 

@@ -202,11 +202,17 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         interrupts = [
             (i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts
         ]
-        result = None if interrupts else jsonable(state.values)
+        values = jsonable(state.values)
+        result = None if interrupts else values
         # Before run_finish: once the thread shows the pause or the end, its files are there.
-        artifacts.run_outputs_record(run_id=run.pk, values=jsonable(state.values))
+        artifacts.run_outputs_record(run_id=run.pk, values=values)
         finished = runs.run_finish(
-            run_id=run.pk, worker=worker, interrupts=interrupts, result=result, thread_id=thread.pk
+            run_id=run.pk,
+            worker=worker,
+            interrupts=interrupts,
+            result=result,
+            thread_id=thread.pk,
+            values=values,
         )
         if finished is None:
             return "cancelled", 0.0
