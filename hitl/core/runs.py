@@ -52,6 +52,8 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
             run.lease_owner = worker
             run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
             run.attempts += 1
+            # Only a run never claimed before can skip looking for its own checkpoints.
+            run.first_claim = run.started_at is None
             run.started_at = run.started_at or now
             run.save(
                 update_fields=[
