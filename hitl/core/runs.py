@@ -278,16 +278,6 @@ def run_finish(
         )
         # Rules may decide some of them now (and queue the resume run).
         rules.rules_apply(thread=thread, rows=created)
-        for row in created:
-            transaction.on_commit(
-                lambda row=row: events.publish_interrupt_changed(
-                    thread_id=row.thread_id,
-                    interrupt_id=row.pk,
-                    reviewer_group_id=row.reviewer_group_id,
-                    status=row.status,
-                    responded_by=row.decided_by_rule,
-                )
-            )
         events.emit_run_ended(run)
         run_end = None
         # The plain case only: rows of an earlier attempt, or decided by a rule, make the
@@ -300,7 +290,19 @@ def run_finish(
                 values=values,
                 interrupts=[(i, v) for i, v, _ in interrupts],
             )
+        # Announced first after the commit: the waiting client is answered before the
+        # inbox rows are rendered and notifications are queued.
         _announce_thread(thread, run_end)
+        for row in created:
+            transaction.on_commit(
+                lambda row=row: events.publish_interrupt_changed(
+                    thread_id=row.thread_id,
+                    interrupt_id=row.pk,
+                    reviewer_group_id=row.reviewer_group_id,
+                    status=row.status,
+                    responded_by=row.decided_by_rule,
+                )
+            )
     return run
 
 

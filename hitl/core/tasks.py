@@ -180,13 +180,15 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         if run.checkpoint_id:
             config = _from_checkpoint(graph, config, run)
         graph_input = _graph_input(graph, config, run)
-        events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
+        # Stream events, the run's start and end included, are built and sent only while
+        # someone listens (waiters hear of the end through the thread's status group).
+        # API streams listen before their run exists; a page opened mid-run is noticed
+        # at the next step (it then gets steps; messages and snapshots from the next run).
+        listened = events.thread_stream_listened(thread.pk)
+        checked = time.monotonic()
+        if listened:
+            events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         if graph_input is not _ALREADY_DONE:
-            # Streamed events are built and sent only while someone listens. API streams
-            # listen before their run exists; a page opened mid-run is noticed at the
-            # next step (it then gets steps; messages and snapshots from the next run).
-            listened = events.thread_stream_listened(thread.pk)
-            checked = time.monotonic()
             modes = agui.STREAM_MODES if listened else ["updates"]
             for mode, chunk in graph.stream(
                 graph_input, config, stream_mode=modes, durability="sync"
@@ -219,9 +221,11 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         )
         if finished is None:
             return "cancelled", 0.0
-        events.publish_thread_event(
-            thread.pk, agui.run_finished(thread.pk, run.pk, interrupts=interrupts, result=result)
-        )
+        if listened or events.thread_stream_listened(thread.pk):
+            events.publish_thread_event(
+                thread.pk,
+                agui.run_finished(thread.pk, run.pk, interrupts=interrupts, result=result),
+            )
         log.info(
             "run %s %s in %.1f ms", run.pk, finished.status, (time.monotonic() - started) * 1000
         )
