@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import json
 import logging
 import os
 import threading
@@ -87,11 +88,23 @@ class InterruptProgress(TypedDict):
     edited: bool
 
 
+class RunEnd(TypedDict):
+    """How a run ended, for waiters: enough to answer without reading it back."""
+
+    run_id: str
+    status: str
+    values: Any
+    # The run's pending interrupts, one per LangGraph interrupt id, ordered by it.
+    interrupts: list[dict[str, Any]]
+
+
 class ThreadChanged(TypedDict):
     type: Literal["thread.changed"]
     thread_id: str
     status: str
     requester_id: int | None
+    # Only on the copy sent to the thread's status group (waiters), when small.
+    run_end: NotRequired[RunEnd]
 
 
 class _Outbox:
@@ -360,15 +373,48 @@ def publish_interrupt_progress(
     publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
 
 
-def publish_thread_changed(*, thread_id: Any, status: str, requester_id: int | None) -> None:
+def publish_thread_changed(
+    *, thread_id: Any, status: str, requester_id: int | None, run_end: RunEnd | None = None
+) -> None:
     message: ThreadChanged = {
         "type": "thread.changed",
         "thread_id": str(thread_id),
         "status": status,
         "requester_id": requester_id,
     }
-    groups = [thread_group(thread_id), thread_status_group(thread_id), INBOX_ALL]
+    groups = [thread_group(thread_id), INBOX_ALL]
     if requester_id is not None:
         groups.append(user_group(requester_id))
-    # A receiver in both thread groups gets two copies; the id lets it drop one.
-    publish(groups, {**message, "eid": uuid.uuid4().hex})
+    # A receiver in both thread groups gets two copies; the id lets it drop one. The
+    # waiters' copy goes first: a hub in both groups keeps the one that carries run_end.
+    eid = uuid.uuid4().hex
+    waiters: dict[str, Any] = {**message, "eid": eid}
+    if run_end is not None:
+        waiters["run_end"] = run_end
+    publish([thread_status_group(thread_id)], waiters)
+    publish(groups, {**message, "eid": eid})
+
+
+# A run's end rides along to waiters only up to this size (JSON bytes); a bigger state
+# is read back from the checkpointer by the waiter instead.
+RUN_END_MAX_BYTES = 64 * 1024
+
+
+def run_end_summary(
+    *, run_id: Any, status: str, values: Any, interrupts: list[tuple[str, Any]]
+) -> RunEnd | None:
+    """What a waiter needs to answer for a run that ended, or None when it is too big."""
+    pending: dict[str, dict[str, Any]] = {}
+    for interrupt_id, value in sorted(interrupts, key=lambda item: item[0]):
+        pending.setdefault(interrupt_id, {"value": value, "id": interrupt_id})
+    summary: RunEnd = {
+        "run_id": str(run_id),
+        "status": status,
+        "values": values,
+        "interrupts": list(pending.values()),
+    }
+    try:
+        size = len(json.dumps(summary, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return None
+    return summary if size <= RUN_END_MAX_BYTES else None

@@ -136,6 +136,10 @@ class Run(models.Model):
 
     objects = RunQuerySet.as_manager()
 
+    # Not stored: set by run_claim on the run it hands to a worker. True when no earlier
+    # attempt was ever claimed, so nothing of this run can be in the checkpointer yet.
+    first_claim = False
+
     class Meta:
         indexes = [
             # a thread's run history, latest first

@@ -52,6 +52,8 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
             run.lease_owner = worker
             run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
             run.attempts += 1
+            # Only a run never claimed before can skip looking for its own checkpoints.
+            run.first_claim = run.started_at is None
             run.started_at = run.started_at or now
             run.save(
                 update_fields=[
@@ -179,8 +181,12 @@ def run_finish(
     interrupts: list[tuple[str, Any, Any]],
     result: Any,
     thread_id: Any = None,
+    values: Any = None,
 ) -> Run | None:
-    """Record the end of a run: interrupted (with one row per pending request) or done."""
+    """Record the end of a run: interrupted (with one row per pending request) or done.
+
+    `values`, the state the run ended with, lets waiters answer without reading it back.
+    """
     now = timezone.now()
     created: list[HumanInterrupt] = []
     with transaction.atomic():
@@ -272,6 +278,21 @@ def run_finish(
         )
         # Rules may decide some of them now (and queue the resume run).
         rules.rules_apply(thread=thread, rows=created)
+        events.emit_run_ended(run)
+        run_end = None
+        # The plain case only: rows of an earlier attempt, or decided by a rule, make the
+        # waiter read what is pending itself.
+        pending = HumanInterrupt.Status.PENDING
+        if values is not None and not existing and all(r.status == pending for r in created):
+            run_end = events.run_end_summary(
+                run_id=run.pk,
+                status=run.status,
+                values=values,
+                interrupts=[(i, v) for i, v, _ in interrupts],
+            )
+        # Announced first after the commit: the waiting client is answered before the
+        # inbox rows are rendered and notifications are queued.
+        _announce_thread(thread, run_end)
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
@@ -282,8 +303,6 @@ def run_finish(
                     responded_by=row.decided_by_rule,
                 )
             )
-        events.emit_run_ended(run)
-        _announce_thread(thread)
     return run
 
 

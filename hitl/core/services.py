@@ -31,11 +31,11 @@ log = logging.getLogger(__name__)
 # --- threads and runs -------------------------------------------------------------
 
 
-def _announce_thread(thread: Thread) -> None:
+def _announce_thread(thread: Thread, run_end: events.RunEnd | None = None) -> None:
     status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
     transaction.on_commit(
         lambda: events.publish_thread_changed(
-            thread_id=thread_id, status=status, requester_id=requester_id
+            thread_id=thread_id, status=status, requester_id=requester_id, run_end=run_end
         )
     )
 

@@ -63,6 +63,9 @@ def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
     its checkpoint (the worker died in between) lists no next node either. Only a
     pause is taken as done. Resume values go only to interrupts still pending.
     """
+    if run.kind != Run.Kind.RESUME and run.first_claim:
+        # Never claimed before: no attempt of this run can have checkpointed anything.
+        return None if run.checkpoint_id and not run.input else run.input
     state = graph.get_state(config)
     mine = (state.metadata or {}).get("hitl_run_id") == str(run.id)
     if run.kind == Run.Kind.RESUME:
@@ -177,13 +180,15 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         if run.checkpoint_id:
             config = _from_checkpoint(graph, config, run)
         graph_input = _graph_input(graph, config, run)
-        events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
+        # Stream events, the run's start and end included, are built and sent only while
+        # someone listens (waiters hear of the end through the thread's status group).
+        # API streams listen before their run exists; a page opened mid-run is noticed
+        # at the next step (it then gets steps; messages and snapshots from the next run).
+        listened = events.thread_stream_listened(thread.pk)
+        checked = time.monotonic()
+        if listened:
+            events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         if graph_input is not _ALREADY_DONE:
-            # Streamed events are built and sent only while someone listens. API streams
-            # listen before their run exists; a page opened mid-run is noticed at the
-            # next step (it then gets steps; messages and snapshots from the next run).
-            listened = events.thread_stream_listened(thread.pk)
-            checked = time.monotonic()
             modes = agui.STREAM_MODES if listened else ["updates"]
             # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs): only
             # for runs started with them, and only while someone listens.
@@ -211,17 +216,25 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         interrupts = [
             (i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts
         ]
-        result = None if interrupts else jsonable(state.values)
+        values = jsonable(state.values)
+        result = None if interrupts else values
         # Before run_finish: once the thread shows the pause or the end, its files are there.
-        artifacts.run_outputs_record(run_id=run.pk, values=jsonable(state.values))
+        artifacts.run_outputs_record(run_id=run.pk, values=values)
         finished = runs.run_finish(
-            run_id=run.pk, worker=worker, interrupts=interrupts, result=result, thread_id=thread.pk
+            run_id=run.pk,
+            worker=worker,
+            interrupts=interrupts,
+            result=result,
+            thread_id=thread.pk,
+            values=values,
         )
         if finished is None:
             return "cancelled", 0.0
-        events.publish_thread_event(
-            thread.pk, agui.run_finished(thread.pk, run.pk, interrupts=interrupts, result=result)
-        )
+        if listened or events.thread_stream_listened(thread.pk):
+            events.publish_thread_event(
+                thread.pk,
+                agui.run_finished(thread.pk, run.pk, interrupts=interrupts, result=result),
+            )
         log.info(
             "run %s %s in %.1f ms", run.pk, finished.status, (time.monotonic() - started) * 1000
         )

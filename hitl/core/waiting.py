@@ -250,6 +250,7 @@ async def wait_for_run(
     subscription: ThreadSubscription | None = None,
     known: Run | None = None,
     fetch: Callable[[Any], Awaitable[Run | None]] | None = None,
+    ended: Callable[[events.RunEnd], Run] | None = None,
 ) -> Run | None:
     """Return the run once it is terminal (interrupted, success, error, cancelled).
 
@@ -258,7 +259,9 @@ async def wait_for_run(
     call (e.g. one opened before the run was created), and the run as `known` when it
     was read (or created) after that subscription opened: no need to read it again.
     `fetch` replaces the read of the run (e.g. one that also prepares the answer, so
-    the final read and the answer share one hop to a worker thread).
+    the final read and the answer share one hop to a worker thread). `ended` turns the
+    run end a worker announced (committed before it was sent) into the returned run,
+    so no read is needed at all.
     """
     fetch_run_ = fetch or fetch_run
     if known is not None and subscription is not None:
@@ -290,6 +293,9 @@ async def wait_for_run(
                 message = await sub.get(left)
                 if message is None or is_run_end(message):
                     break
+            end = (message or {}).get("run_end")
+            if ended is not None and end is not None and end.get("run_id") == str(run_id):
+                return ended(end)
             run = await _read(lambda: fetch_run_(run_id))
     finally:
         if own:

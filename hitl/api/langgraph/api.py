@@ -14,6 +14,7 @@ the UI. Errors are JSON {"detail": "..."} with a 4xx status.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -43,6 +44,7 @@ from hitl.api.langgraph.schemas import (
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_modes
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import eventlog, services
+from hitl.core.events import RunEnd
 from hitl.core.models import Run, Thread
 from hitl.core.selectors import thread_list_for_user, user_can_view_thread
 from hitl.core.waiting import ThreadSubscription, wait_for_run
@@ -196,7 +198,12 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
     async with ThreadSubscription(thread_id, status_only=True) as sub:
         run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
         run = await wait_for_run(
-            run.pk, _wait_seconds(), subscription=sub, known=run, fetch=_fetch_finished
+            run.pk,
+            _wait_seconds(),
+            subscription=sub,
+            known=run,
+            fetch=_fetch_finished,
+            ended=partial(_announced_end, thread_id),
         )
     return await _finished_output(request, run)
 
@@ -210,6 +217,13 @@ def _read_finished(run_id) -> Run | None:
 
 
 _fetch_finished = sync_to_async(_read_finished)
+
+
+def _announced_end(thread_id, end: RunEnd) -> Run:
+    """The run as its worker announced its end, with the wait answer (nothing read)."""
+    run = Run(pk=end["run_id"], thread_id=thread_id, status=end["status"])
+    run.wait_output = serializers.output_of(run, end["values"], end["interrupts"])
+    return run
 
 
 async def _finished_output(request, run: Run | None):

@@ -161,7 +161,7 @@ def run_output(run: Run) -> dict[str, Any]:
     if run.status == Run.Status.ERROR:
         return {"__error__": {"error": "RunError", "message": _error_line(run.error)}}
     values, _ = state.thread_values(thread)
-    out: dict[str, Any] = values if isinstance(values, dict) else {"values": values}
+    pending: list[dict[str, Any]] = []
     if run.status == Run.Status.INTERRUPTED:
         # Only what still waits: after a partial resume the answered ones are done.
         rows = HumanInterrupt.objects.filter(run=run, status=HumanInterrupt.Status.PENDING)
@@ -169,5 +169,14 @@ def run_output(run: Run) -> dict[str, Any]:
         seen: dict[str, dict[str, Any]] = {}
         for row in rows:
             seen.setdefault(row.interrupt_id, {"value": row.raw_value, "id": row.interrupt_id})
-        out = {**out, "__interrupt__": list(seen.values())}
+        pending = list(seen.values())
+    return output_of(run, values, pending)
+
+
+def output_of(run: Run, values: Any, pending: list[dict[str, Any]]) -> dict[str, Any]:
+    """The wait answer from a run's end state and its pending interrupts ({id, value})."""
+    values = {} if values is None else values
+    out: dict[str, Any] = values if isinstance(values, dict) else {"values": values}
+    if run.status == Run.Status.INTERRUPTED:
+        out = {**out, "__interrupt__": pending}
     return out
