@@ -63,11 +63,23 @@ def read_from(thread_id: Any, entry_id: str) -> list[tuple[str, dict[str, Any]]]
     if not enabled() or not is_entry_id(entry_id):
         return []
     rows = _client().xrange(_key(thread_id), min=entry_id, max="+")
-    out = []
-    for entry, fields in rows:
-        entry = entry.decode() if isinstance(entry, bytes) else str(entry)
-        out.append((entry, json.loads(fields[b"e"] if b"e" in fields else fields["e"])))
-    return out
+    return [(_text(entry), _event(fields)) for entry, fields in rows]
+
+
+def read_back(thread_id: Any, entry_id: str, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """Up to `count` logged events up to `entry_id` (inclusive), newest first."""
+    if not enabled() or not is_entry_id(entry_id):
+        return []
+    rows = _client().xrevrange(_key(thread_id), max=entry_id, min="-", count=count)
+    return [(_text(entry), _event(fields)) for entry, fields in rows]
+
+
+def _text(entry: Any) -> str:
+    return entry.decode() if isinstance(entry, bytes) else str(entry)
+
+
+def _event(fields: dict[Any, Any]) -> dict[str, Any]:
+    return json.loads(fields[b"e"] if b"e" in fields else fields["e"])
 
 
 def is_entry_id(value: Any) -> bool:

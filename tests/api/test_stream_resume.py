@@ -121,3 +121,56 @@ def test_sdk_streams_resume_across_a_daphne_restart_missing_nothing(
     finally:
         web.stop()
         sdk.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reconnect_after_a_pause_gets_the_rest_but_not_the_paused_values_again(
+    reviewer, settings
+):
+    """The parts after a pause's values chunk (tasks, debug) are resumed from; the values
+    chunk, which the client had, is not sent again as the stream's end."""
+    from asgiref.sync import async_to_sync
+    from langgraph.types import Interrupt
+
+    from hitl.api.langgraph.streaming import run_events
+    from hitl.core import eventlog
+    from hitl.core import stream as agui
+    from hitl.core.models import Thread
+    from hitl.core.waiting import ThreadSubscription
+
+    thread = Thread.objects.create(
+        graph=settings.HITL_DEFAULT_GRAPH, requester=reviewer, status=Thread.Status.INTERRUPTED
+    )
+    run = Run.objects.create(thread=thread, kind=Run.Kind.START, status=Run.Status.INTERRUPTED)
+    pause = {"request": "q3", "__interrupt__": [Interrupt(value="ok?", id="i1")]}
+    task = {"id": "t1", "name": "ask", "error": None, "result": {}, "interrupts": []}
+    debug = {"type": "task_result", "step": 1, "timestamp": "", "payload": task}
+    logged = [
+        eventlog.append(thread.pk, event)
+        for event in [
+            agui.run_started(thread.pk, run.pk),
+            *agui.events_for_chunk("values", pause),
+            *agui.client_chunk_events((), "debug", debug, frozenset({"debug"})),
+            *agui.client_chunk_events((), "debug", debug, frozenset({"debug"})),
+        ]
+    ]
+
+    async def read(last_event_id: str) -> bytes:
+        sub = await ThreadSubscription(thread.pk).open()
+        parts = run_events(
+            sub=sub,
+            run=run,
+            stream_mode=["values", "debug"],
+            timeout=5,
+            last_event_id=last_event_id,
+        )
+        return b"".join([part async for part in parts])
+
+    after_first_debug = async_to_sync(read)(f"{logged[-2]}#0")
+    assert after_first_debug.count(b"event: debug") == 1
+    assert f"id: {logged[-1]}#0".encode() in after_first_debug
+    assert b"__interrupt__" not in after_first_debug
+    # Back from before the pause: the paused values come, in their place, once.
+    before_pause = async_to_sync(read)(f"{logged[0]}#0")
+    assert before_pause.count(b"__interrupt__") == 1
+    assert before_pause.index(b"__interrupt__") < before_pause.index(b"event: debug")

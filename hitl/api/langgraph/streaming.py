@@ -188,6 +188,24 @@ def _parts(translate: _Translator, event: dict[str, Any]) -> list[bytes]:
     return []
 
 
+# How far back a reconnect looks for the values chunk of its run's pause.
+PAUSE_LOOKBACK = 200
+
+
+def _paused_values(thread_id: Any, run_id: str, entry_id: str) -> Any:
+    """The run's root values chunk at its pause, if the log has it up to `entry_id`:
+    a client back after it has had it (the parts after a pause are tasks and debug)."""
+    for _, event in eventlog.read_back(thread_id, entry_id, PAUSE_LOOKBACK):
+        if event.get("type") == "RUN_STARTED" and event.get("runId") == run_id:
+            return None
+        raw = event.get("event") if event.get("type") == "RAW" else None
+        if isinstance(raw, dict) and raw.get("mode") == "values" and not raw.get("ns"):
+            data = raw.get("data")
+            if isinstance(data, dict) and "__interrupt__" in data:
+                return data
+    return None
+
+
 def _with_id(part: bytes, event_id: str) -> bytes:
     """Give an SSE part an `id:` line (after its event line)."""
     head, _, rest = part.partition(b"\n")
@@ -236,6 +254,7 @@ async def run_events(
         else:
             # Replay what the log holds after the client's last part, up to the run's end.
             seq, index = resume_from
+            translate.last_values = await sync_to_async(_paused_values)(run.thread_id, run_id, seq)
             logged = await sync_to_async(eventlog.read_from)(run.thread_id, seq)
             for entry, event in logged:
                 kind = event.get("type")
