@@ -201,3 +201,56 @@ def test_unknown_stream_modes_are_refused(stack16, reviewer, outsider):  # noqa:
         f"{base}/stream?stream_mode=debug", headers={"x-api-key": token_for(outsider)}
     )
     assert response.status_code == 404
+
+
+def _server_messages(chunks) -> list[tuple[str, Any]]:
+    """LangGraph Server's `messages` mode from langgraph's message chunks: metadata once
+    per message, then the message so far as `messages/partial` after each chunk."""
+    from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
+
+    so_far: dict[str, Any] = {}
+    out: list[tuple[str, Any]] = []
+    for message, metadata in chunks:
+        if message.id in so_far:
+            so_far[message.id] += message
+        else:
+            so_far[message.id] = message
+            out.append(("messages/metadata", {message.id: {"metadata": metadata}}))
+        partial = isinstance(message, BaseMessageChunk)
+        event = "messages/partial" if partial else "messages/complete"
+        out.append((event, [_json(message_chunk_to_message(so_far[message.id]))]))
+    return out
+
+
+def test_the_messages_mode_builds_messages_as_langgraph_server_does(stack16, reviewer):  # noqa: F811
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tests.api.client_graphs import _outer
+
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    parts = list(
+        sdk.runs.stream(
+            thread_id,
+            "nested",
+            input={"request": "q3"},
+            stream_mode="messages",
+            stream_subgraphs=True,
+        )
+    )
+    graph = _outer.compile(checkpointer=InMemorySaver())
+    config = {
+        "configurable": {"thread_id": str(uuid.uuid4())},
+        "metadata": {"hitl_run_id": "", "hitl_thread_id": ""},
+    }
+    chunks = [
+        chunk
+        for _, chunk in graph.stream(
+            {"request": "q3"}, config, stream_mode="messages", subgraphs=True
+        )
+    ]
+    want = _server_messages(chunks)
+    assert [e for e, _ in want].count("messages/partial") > 2
+    _same(_received(parts[1:]), want)
+    assert parts[-1].data[0]["content"] == "draft for the board"
+    assert parts[-1].data[0]["type"] == "ai"

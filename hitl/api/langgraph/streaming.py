@@ -19,6 +19,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from langchain_core.messages import (
+    AIMessageChunk,
+    HumanMessageChunk,
+    SystemMessageChunk,
+    ToolMessageChunk,
+    message_chunk_to_message,
+)
 
 from hitl.api.langgraph import serializers, state
 from hitl.core import eventlog
@@ -59,6 +66,12 @@ def normalize_modes(stream_mode: Any) -> list[str]:
         return ["values"]
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
     return [m for m in modes if m in STREAM_MODES] or ["values"]
+
+
+_CHUNK_CLASSES = {
+    cls.__name__: cls
+    for cls in (AIMessageChunk, ToolMessageChunk, HumanMessageChunk, SystemMessageChunk)
+}
 
 
 def run_stream_modes(stream_mode: Any, subgraphs: bool) -> list[str]:
@@ -110,7 +123,8 @@ class _Translator:
         self.run_id = run_id
         self.modes = set(modes)
         self.last_values: Any = None
-        self.partial: dict[str, dict[str, Any]] = {}
+        # Message id -> the chunks so far (None: a whole message).
+        self.partial: dict[str, Any] = {}
 
     def values(self, snapshot: Any) -> list[bytes]:
         if "values" not in self.modes or snapshot == self.last_values:
@@ -148,21 +162,23 @@ class _Translator:
         return out
 
     def _messages(self, message: dict[str, Any], metadata: Any) -> list[bytes]:
+        """The `messages` mode, as LangGraph Server builds it: metadata once per message,
+        then each chunk as `messages/partial` with the message so far (a whole message,
+        e.g. a tool's, as `messages/complete`)."""
         message_id = str(message.get("id") or "")
-        is_chunk = str(message.get("type", "")).endswith("Chunk")
         out = []
         if message_id not in self.partial:
             out.append(sse("messages/metadata", {message_id: {"metadata": metadata}}))
-            self.partial[message_id] = {**message, "content": ""}
-        merged = self.partial[message_id]
-        if is_chunk and isinstance(message.get("content"), str):
-            merged = {**message, "content": (merged.get("content") or "") + message["content"]}
-        else:
-            merged = dict(message)
+        chunk_class = _CHUNK_CLASSES.get(str(message.get("type")))
+        if chunk_class is None:
+            self.partial[message_id] = None
+            return [*out, sse("messages/complete", [message])]
+        chunk = chunk_class(**{k: v for k, v in message.items() if k != "type"})
+        previous = self.partial.get(message_id)
+        merged = chunk if previous is None else previous + chunk
         self.partial[message_id] = merged
-        complete = not is_chunk or message.get("chunk_position") == "last"
-        out.append(sse("messages/complete" if complete else "messages/partial", [merged]))
-        return out
+        whole = message_chunk_to_message(merged).model_dump(mode="json")
+        return [*out, sse("messages/partial", [whole])]
 
     def _event(self, event: str, name: str, data: Any, metadata: Any = None) -> bytes:
         return sse(
