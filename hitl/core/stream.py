@@ -67,9 +67,14 @@ def _dump(event: BaseEvent) -> dict[str, Any]:
 def _json_default(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
-    # langgraph.types.Interrupt (a dataclass): keep the fields the LangGraph API uses.
+    # langgraph.types.Interrupt (a dataclass): the fields LangGraph Server sends, its
+    # response_schema too when it is JSON already (null, usually).
     if hasattr(value, "value") and hasattr(value, "id") and type(value).__name__ == "Interrupt":
-        return {"value": value.value, "id": value.id}
+        out = {"value": value.value, "id": value.id}
+        schema = getattr(value, "response_schema", ...)
+        if schema is None or isinstance(schema, dict):
+            out["response_schema"] = schema
+        return out
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     if isinstance(value, bytes):

@@ -58,9 +58,8 @@ class _Normalizer:
         if isinstance(value, dict):
             out = {}
             for key, item in value.items():
-                # HITL's own run metadata (LangGraph Server adds its own keys likewise), and
-                # the response_schema field newer Interrupts carry, null here.
-                if key.startswith("hitl_") or (key == "response_schema" and item is None):
+                # HITL's own run metadata (LangGraph Server adds its own keys likewise).
+                if key.startswith("hitl_"):
                     continue
                 out[self(key)] = self(item)
             return out
