@@ -85,6 +85,28 @@ def _undo_server_debug(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "payload": {"config": config, "parent_config": parent, **payload}}
 
 
+def _in_process() -> tuple[Any, dict[str, Any]]:
+    """The nested graph on an in-memory checkpointer, and a config like the worker's."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tests.api.client_graphs import _outer
+
+    config = {
+        "configurable": {"thread_id": str(uuid.uuid4())},
+        # Run metadata as HITL's worker gives it (the normalizer drops its values).
+        "metadata": {"hitl_run_id": "", "hitl_thread_id": ""},
+    }
+    return _outer.compile(checkpointer=InMemorySaver()), config
+
+
+def _stream(sdk, thread_id: str, stream_mode: Any, **kwargs: Any) -> list[Any]:
+    return list(
+        sdk.runs.stream(
+            thread_id, "nested", stream_mode=stream_mode, stream_subgraphs=True, **kwargs
+        )
+    )
+
+
 def _reference(graph, graph_input, config) -> list[tuple[str, Any]]:
     """What LangGraph Server sends for these modes with stream_subgraphs, from langgraph."""
     modes = ["messages" if m == "messages-tuple" else m for m in MODES]
@@ -113,33 +135,17 @@ def _same(got: list[tuple[str, Any]], want: list[tuple[str, Any]]) -> None:
 
 
 def test_every_stream_mode_matches_langgraph_through_a_pause_and_a_resume(stack16, reviewer):  # noqa: F811
-    from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
-
-    from tests.api.client_graphs import _outer
 
     sdk = sdk_client(stack16.base_url, reviewer)
     thread_id = sdk.threads.create()["thread_id"]
-    first = list(
-        sdk.runs.stream(
-            thread_id,
-            "nested",
-            input={"request": "q3"},
-            stream_mode=MODES,
-            stream_subgraphs=True,
-        )
-    )
+    first = _stream(sdk, thread_id, MODES, input={"request": "q3"})
     assert first[0].event == "metadata"
     run_id = first[0].data["run_id"]
     # The worker was told what this client asked for: nothing else asks it of the worker.
     assert Run.objects.get(pk=run_id).stream_modes == MODES
 
-    graph = _outer.compile(checkpointer=InMemorySaver())
-    # Run metadata as HITL's worker gives it (the normalizer drops its values).
-    config = {
-        "configurable": {"thread_id": str(uuid.uuid4())},
-        "metadata": {"hitl_run_id": "", "hitl_thread_id": ""},
-    }
+    graph, config = _in_process()
     want = _reference(graph, {"request": "q3"}, config)
     _same(_received(first[1:]), want)
     # The pause ends every mode as LangGraph does: the subgraph's and the root's values
@@ -151,15 +157,7 @@ def test_every_stream_mode_matches_langgraph_through_a_pause_and_a_resume(stack1
     assert "__interrupt__" in first[-3].data and first[-2].data["interrupts"]
 
     # The resume answers the interrupt; the graph goes on inside the subgraph.
-    second = list(
-        sdk.runs.stream(
-            thread_id,
-            "nested",
-            command={"resume": {"type": "accept", "args": None}},
-            stream_mode=MODES,
-            stream_subgraphs=True,
-        )
-    )
+    second = _stream(sdk, thread_id, MODES, command={"resume": {"type": "accept", "args": None}})
     decision = sdk.threads.get_state(thread_id)["values"]["decision"]
     pending = graph.get_state(config).interrupts[0].id
     want = _reference(graph, Command(resume={pending: decision}), config)
@@ -222,32 +220,12 @@ def _server_messages(chunks) -> list[tuple[str, Any]]:
 
 
 def test_the_messages_mode_builds_messages_as_langgraph_server_does(stack16, reviewer):  # noqa: F811
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from tests.api.client_graphs import _outer
-
     sdk = sdk_client(stack16.base_url, reviewer)
     thread_id = sdk.threads.create()["thread_id"]
-    parts = list(
-        sdk.runs.stream(
-            thread_id,
-            "nested",
-            input={"request": "q3"},
-            stream_mode="messages",
-            stream_subgraphs=True,
-        )
-    )
-    graph = _outer.compile(checkpointer=InMemorySaver())
-    config = {
-        "configurable": {"thread_id": str(uuid.uuid4())},
-        "metadata": {"hitl_run_id": "", "hitl_thread_id": ""},
-    }
-    chunks = [
-        chunk
-        for _, chunk in graph.stream(
-            {"request": "q3"}, config, stream_mode="messages", subgraphs=True
-        )
-    ]
+    parts = _stream(sdk, thread_id, "messages", input={"request": "q3"})
+    graph, config = _in_process()
+    stream = graph.stream({"request": "q3"}, config, stream_mode="messages", subgraphs=True)
+    chunks = [chunk for _, chunk in stream]
     want = _server_messages(chunks)
     assert [e for e, _ in want].count("messages/partial") > 2
     _same(_received(parts[1:]), want)
