@@ -48,8 +48,7 @@ def _route(state: TicketState) -> dict[str, Any]:
                 "allow_respond": True,
                 "allow_ignore": True,
             },
-            "description": f"Route this **{state.get('priority', 'normal')}** ticket to "
-            f"`{queue}`?",
+            "description": f"Route this **{state.get('priority', 'normal')}** ticket to `{queue}`?",
         }
     )
     return {"queue": queue, "decision": decision}

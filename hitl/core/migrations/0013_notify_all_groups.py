@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('hitl', '0012_audit_kinds_of_client_verbs'),
+        ("hitl", "0012_audit_kinds_of_client_verbs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='notificationpreference',
-            name='all_groups',
-            field=models.BooleanField(default=False, help_text='Only for reviewers who may review every group (hitl.review_all).', verbose_name='notify me of items in every group'),
+            model_name="notificationpreference",
+            name="all_groups",
+            field=models.BooleanField(
+                default=False,
+                help_text="Only for reviewers who may review every group (hitl.review_all).",
+                verbose_name="notify me of items in every group",
+            ),
         ),
     ]
