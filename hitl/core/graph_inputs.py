@@ -62,9 +62,10 @@ def input_errors(schema: dict[str, Any] | None, value: Any) -> list[tuple[str | 
         return []
     try:
         validator = jsonschema.Draft202012Validator(schema)
-        errors = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.path])
+        errors = list(validator.iter_errors(value))
     except Exception:  # a broken schema or an unresolvable $ref
         return []
+    order = {key: i for i, key in enumerate(schema.get("properties") or {})}
     out = []
     for error in errors:
         key = _where(error)
@@ -74,4 +75,5 @@ def input_errors(schema: dict[str, Any] | None, value: Any) -> list[tuple[str | 
         where = "/".join(str(p) for p in error.path)
         message = error.message if len(error.message) <= 300 else error.message[:300] + "…"
         out.append((key, f"{where}: {message}" if len(error.path) > 1 else message))
-    return out
+    # In the schema's order (the form's), whatever order the validator found them in.
+    return sorted(out, key=lambda item: order.get(item[0], len(order)))

@@ -19,7 +19,7 @@ from agents.schema import is_messages
 from hitl.core.errors import Invalid, check_json, load_json
 from hitl.core.graph_inputs import graph_input_schema, input_errors
 from hitl.core.registry import registry
-from hitl.review.forms import arg_form_field
+from hitl.review.forms import PrettyJSONField, arg_form_field
 from hitl.review.rendering import (
     BOOLEAN,
     CHOICE,
@@ -113,6 +113,13 @@ def input_fields(schema: dict[str, Any] | None) -> list[InputField]:
     return fields
 
 
+class StartJSONField(PrettyJSONField):
+    """A JSON value for one key; empty (not `null`) until something is typed."""
+
+    def prepare_value(self, value):
+        return "" if value is None else super().prepare_value(value)
+
+
 def _form_field(arg: InputField) -> forms.Field:
     attrs = {"data-key": arg.key, "data-type": arg.widget}
     if arg.widget == MESSAGE:
@@ -128,10 +135,16 @@ def _form_field(arg: InputField) -> forms.Field:
             widget=forms.Textarea(attrs={**attrs, "rows": 3, "spellcheck": "false"}),
             help_text=arg.description or "One per line.",
         )
+    elif arg.widget == JSON:
+        field = StartJSONField(
+            initial=arg.value,
+            widget=forms.Textarea(
+                attrs={**attrs, "rows": 3, "spellcheck": "false", "class": "json-editor"}
+            ),
+            help_text=arg.description or "Any JSON value.",
+        )
     else:
         field = arg_form_field(arg)
-        if arg.widget == JSON:
-            field.help_text = arg.description or "Any JSON value."
     field.required = False  # "required" is the schema's to say, in words, below
     field.label = arg.label
     return field

@@ -271,8 +271,9 @@ def test_an_unsupported_field_type_falls_back_to_json_for_that_field(
 ):
     client = client_for(requester)
     html = client.get("/threads/new/?graph=odd").content.decode()
-    assert 'data-type="json" data-key="weird"' in html
-    assert 'data-type="json" data-key="points"' in html
+    assert 'data-key="weird" data-type="json"' in html
+    assert 'data-key="points" data-type="json"' in html
+    assert "null</textarea>" not in html  # empty until something is typed
     assert 'data-type="choice" data-key="mode"' in html
     names = ticket_fields(client, "odd")
     response = client.post(
