@@ -7,33 +7,17 @@ from datetime import time, timedelta
 import pytest
 from django.contrib.auth.models import Permission
 
-from hitl.core import services
-from hitl.core.models import HumanInterrupt, Notification, NotificationPreference
+from hitl.core.models import Notification
 from hitl.ops.notifications import destinations_for, notification_attempt, notify_sweep
-from tests.ops.notify_helpers import smtp_fixture, text_of  # noqa: F401
+from tests.ops.notify_helpers import (  # noqa: F401
+    notify_fixture,
+    smtp_fixture,
+    start,
+    text_of,
+    with_email,
+)
 
 pytestmark = pytest.mark.usefixtures("ops_graphs")
-
-
-@pytest.fixture
-def notify(settings, manual_runs):
-    settings.HITL_NOTIFY_BATCH_SECONDS = 5
-    settings.HITL_NOTIFY_REMIND_BEFORE = 600
-    settings.HITL_PUBLIC_URL = "https://hitl.example.com"
-    return settings
-
-
-def start(manual_runs, capture, user, **request) -> HumanInterrupt:
-    with capture(execute=True):
-        run = services.run_start(graph="ops_gated", input={"request": request}, user=user)
-        assert manual_runs(run) == "interrupted"
-    return HumanInterrupt.objects.get(thread=run.thread)
-
-
-def with_email(user, address, **pref) -> NotificationPreference:
-    user.email = address
-    user.save()
-    return NotificationPreference.objects.create(user=user, **pref)
 
 
 def review_all(user) -> None:
