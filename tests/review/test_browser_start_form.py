@@ -11,6 +11,7 @@ import json
 import pytest
 
 from hitl.core.models import Run, Thread
+from tests.conftest import wait_for
 from tests.review import test_browser as base
 from tests.review.test_browser_responsive import DESKTOP, PHONE, shots_dir
 
@@ -117,4 +118,28 @@ def test_the_start_form_on_a_phone_and_its_json_toggle(asgi_server, browser_page
     page.click("details.more-fields summary")
     assert page.is_visible("#start-form-fields [data-key=reviewer_group]")
     shot(page, "start-form-demo-messages")
+    assert page.errors == []
+
+
+def test_a_message_agent_started_from_the_message_box_is_followed_while_it_works(
+    asgi_server, worker_factory, browser_page, reviewer
+):
+    worker_factory("slow", HITL_SCRIPTED_DELAY="2")  # every model call takes 2 s
+    page = browser_page(asgi_server, "rita")
+    page.set_viewport_size(DESKTOP)
+    page.goto("/threads/new/?graph=demo")
+    page.fill("#start-form-fields [data-type=message]", "Prepare the sales report, please.")
+    page.click("button.primary")
+    page.wait_for_url("**/threads/*/")
+    page.wait_for_selector("#run-progress:not([hidden])")
+    wait_for(lambda: page.inner_text("#run-progress .doing") != "", what="the current node")
+    shot(page, "start-progress-working")
+    page.wait_for_selector(
+        "#run-outcome:not([hidden]) a:has-text('Go to the item')", timeout=60_000
+    )
+    assert page.is_hidden("#run-progress")
+    assert "Which quarter" in page.inner_text("article.interrupt")
+    assert Run.objects.get().input == {
+        "messages": [{"role": "user", "content": "Prepare the sales report, please."}]
+    }
     assert page.errors == []
