@@ -14,6 +14,7 @@ from hitl.core.models import Run, Thread
 from tests.conftest import wait_for
 from tests.review import test_browser as base
 from tests.review.test_browser_responsive import DESKTOP, PHONE, shots_dir
+from tests.review.test_start_form import TICKET_INPUT
 
 chromium = base.chromium
 browser_page = base.browser_page
@@ -38,7 +39,7 @@ def test_the_start_form_refuses_a_bad_field_then_starts_and_follows_the_run_to_i
     page.select_option("#id_graph", "ticket_triage")
     page.wait_for_selector("#start-form-fields[data-graph=ticket_triage]")
     page.fill("#id_title", "Printer on fire")
-    page.fill(field(page, "summary"), "The printer on floor 3 is on fire")
+    page.fill(field(page, "summary"), TICKET_INPUT["summary"])
     page.fill(field(page, "customer"), "ACME")
     page.select_option(field(page, "priority"), label="urgent")
     page.fill(field(page, "contract_value"), "lots")  # not a number
@@ -51,7 +52,7 @@ def test_the_start_form_refuses_a_bad_field_then_starts_and_follows_the_run_to_i
     assert page.inner_text(".widget-number .field-error") == "Enter a number."
     assert page.inner_text(".widget-integer .field-error") == "Required."
     assert "Nothing was started" in page.inner_text(".form-error")
-    assert page.input_value(field(page, "summary")) == "The printer on floor 3 is on fire"
+    assert page.input_value(field(page, "summary")) == TICKET_INPUT["summary"]
     assert page.input_value("#id_title") == "Printer on fire"
     assert not Thread.objects.exists() and not Run.objects.exists()
     shot(page, "start-form-error")
@@ -70,15 +71,7 @@ def test_the_start_form_refuses_a_bad_field_then_starts_and_follows_the_run_to_i
     outcome.click()
     page.wait_for_url("**/threads/*/#interrupt-*")
     run = Run.objects.get()
-    assert run.input == {
-        "summary": "The printer on floor 3 is on fire",
-        "customer": "ACME",
-        "priority": "urgent",
-        "seats": 12,
-        "contract_value": 1500.5,
-        "tags": ["hardware", "fire"],
-        "notify_customer": True,
-    }
+    assert run.input == TICKET_INPUT
     assert run.thread.title == "Printer on fire" and run.status == "interrupted"
     assert page.errors == []
 

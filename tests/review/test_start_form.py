@@ -15,6 +15,16 @@ from hitl.core import graph_inputs
 from hitl.core.models import AuditEvent, Run, Thread
 from hitl.core.registry import registry
 
+# What valid_ticket's fields become: typed, lines split and trimmed, the box ticked.
+TICKET_INPUT = {
+    "summary": "The printer is on fire",
+    "customer": "ACME",
+    "priority": "urgent",
+    "seats": 12,
+    "contract_value": 1500.5,
+    "tags": ["hardware", "fire"],
+    "notify_customer": True,
+}
 TICKET = {
     "graph": "ticket_triage",
     "title": "Printer on fire",
@@ -72,15 +82,7 @@ def test_a_valid_form_starts_the_thread_with_typed_values(client_for, requester,
     response = client.post("/threads/new/", valid_ticket(names))
     assert response.status_code == 302
     run = Run.objects.get()
-    assert run.input == {
-        "summary": "The printer is on fire",
-        "customer": "ACME",
-        "priority": "urgent",
-        "seats": 12,
-        "contract_value": 1500.5,
-        "tags": ["hardware", "fire"],
-        "notify_customer": True,
-    }
+    assert run.input == TICKET_INPUT
     assert run.thread.title == "Printer on fire" and run.thread.requester == requester
     assert response["Location"] == f"/threads/{run.thread_id}/"
 
