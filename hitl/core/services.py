@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents import contract
 from hitl import logcontext
-from hitl.core import audit, dispatch, events, quorum
+from hitl.core import audit, claims, dispatch, events, quorum
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
@@ -206,6 +206,7 @@ def interrupt_resolve(
     savepoint: bool = True,
     approval_round: int | None = None,
     lenient: bool = False,
+    respect_claim: bool = False,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -217,7 +218,8 @@ def interrupt_resolve(
     With `grace` (seconds) the answer is stored and counts as given at once, but the
     thread resumes only when the grace period ends; until then `interrupt_undo` takes
     it back. `lenient` reads an edit's string values as the types its schema asks for
-    (string-sending clients such as the Agent Inbox).
+    (string-sending clients such as the Agent Inbox). With `respect_claim` an item that
+    someone else claimed ("I'm on it") is refused with a 409 naming them.
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -260,6 +262,8 @@ def interrupt_resolve(
                     raise Conflict(f"Already answered by {who} (who may still undo it).")
                 raise Conflict(f"Already answered by {who}.")
             raise Conflict(f"This interrupt is {row.status}.")
+        if respect_claim:
+            claims.claim_refusal(row, user)
         try:
             normalized = contract.check_response(
                 _request_of(row), response_type, args, lenient=lenient
