@@ -103,6 +103,8 @@ class ThreadChanged(TypedDict):
     thread_id: str
     status: str
     requester_id: int | None
+    # A run of the thread ended (the status alone may say busy: a rule resumed it).
+    run_ended: NotRequired[bool]
     # Only on the copy sent to the thread's status group (waiters), when small.
     run_end: NotRequired[RunEnd]
 
@@ -395,7 +397,12 @@ def publish_interrupt_progress(
 
 
 def publish_thread_changed(
-    *, thread_id: Any, status: str, requester_id: int | None, run_end: RunEnd | None = None
+    *,
+    thread_id: Any,
+    status: str,
+    requester_id: int | None,
+    run_end: RunEnd | None = None,
+    run_ended: bool = False,
 ) -> None:
     message: ThreadChanged = {
         "type": "thread.changed",
@@ -403,6 +410,8 @@ def publish_thread_changed(
         "status": status,
         "requester_id": requester_id,
     }
+    if run_ended:
+        message["run_ended"] = True
     groups = [thread_group(thread_id), INBOX_ALL]
     if requester_id is not None:
         groups.append(user_group(requester_id))

@@ -280,7 +280,7 @@ def run_finish(
             )
         # Announced first after the commit: the waiting client is answered before the
         # inbox rows are rendered and notifications are queued.
-        _announce_thread(thread, run_end)
+        _announce_thread(thread, run_end, run_ended=True)
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
@@ -323,5 +323,5 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])
         events.emit_run_ended(run)
-        _announce_thread(thread)
+        _announce_thread(thread, run_ended=True)
     return run

@@ -31,11 +31,22 @@ log = logging.getLogger(__name__)
 # --- threads and runs -------------------------------------------------------------
 
 
-def _announce_thread(thread: Thread, run_end: events.RunEnd | None = None) -> None:
+def _announce_thread(
+    thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
+) -> None:
+    """Tell every listener of the thread its new status once the change commits.
+
+    `run_ended` marks the announcement of a run's end (its waiters then read it even
+    when a rule already queued the next run and the thread is busy again).
+    """
     status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
     transaction.on_commit(
         lambda: events.publish_thread_changed(
-            thread_id=thread_id, status=status, requester_id=requester_id, run_end=run_end
+            thread_id=thread_id,
+            status=status,
+            requester_id=requester_id,
+            run_end=run_end,
+            run_ended=run_ended,
         )
     )
 
