@@ -1,5 +1,6 @@
 """Per-process copies of configuration rows that every paused run reads: the default
-reviewer group, each group's policy, the active decision rules.
+reviewer group, each group's policy, the active decision rules, who hears of a group's
+new items.
 
 Each copy belongs to a generation. Saving or deleting one of those rows bumps the
 generation after the commit: in this process at once, and in the others through a
@@ -105,26 +106,44 @@ def _bump() -> None:
         _shared["generation"] = str(generation).encode()
 
 
-def changed(**_kwargs: Any) -> None:
+def changed(**kwargs: Any) -> None:
     """A configuration row changed: drop every copy once the change is committed."""
+    if kwargs.get("update_fields") == frozenset({"last_login"}):
+        return  # a login changes nothing cached
     clear()  # this process at once, even before the commit (its own reads see it)
     transaction.on_commit(_bump)
 
 
 def connect_signals() -> None:
+    from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.db.models.signals import m2m_changed, post_delete, post_save
 
     from hitl.core.models import ReviewerGroupPolicy
+    from hitl.core.notify_models import GroupNotificationSettings, NotificationPreference
     from hitl.core.policy_models import DecisionRule
 
-    for model in (Group, ReviewerGroupPolicy, DecisionRule):
+    user = get_user_model()
+    # Users, memberships and permissions decide who is notified of a group's items.
+    models = (
+        Group,
+        ReviewerGroupPolicy,
+        DecisionRule,
+        user,
+        GroupNotificationSettings,
+        NotificationPreference,
+    )
+    for model in models:
         uid = f"hitl-confcache-{model.__name__}"
         post_save.connect(changed, sender=model, dispatch_uid=f"{uid}-save", weak=False)
         post_delete.connect(changed, sender=model, dispatch_uid=f"{uid}-delete", weak=False)
-    m2m_changed.connect(
-        changed,
-        sender=ReviewerGroupPolicy.approval_groups.through,
-        dispatch_uid="hitl-confcache-approval-groups",
-        weak=False,
+    links = (
+        ReviewerGroupPolicy.approval_groups.through,
+        user.groups.through,
+        user.user_permissions.through,
+        Group.permissions.through,
     )
+    for link in links:
+        m2m_changed.connect(
+            changed, sender=link, dispatch_uid=f"hitl-confcache-{link.__name__}", weak=False
+        )

@@ -33,6 +33,7 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
+from hitl.core import confcache
 from hitl.core.events import InterruptChanged
 from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
 from hitl.core.selectors import user_can_review_all
@@ -197,16 +198,20 @@ def on_interrupt_pending(message: InterruptChanged) -> None:
     """Core's interrupt.pending handler (runs after the interrupt committed)."""
     if message.get("change"):  # claimed or released: not new to anyone
         return
-    row = (
-        HumanInterrupt.objects.pending()
-        .select_related("reviewer_group")
-        .filter(pk=message["interrupt_id"])
-        .first()
-    )
-    if row is None or row.reviewer_group is None:
+    group_id = message.get("reviewer_group_id")
+    if group_id is None:
         return
-    for dest in destinations_for(row.reviewer_group):
-        notification_collect(dest=dest, interrupt_id=row.pk)
+    # Who hears of the group's items changes rarely: a per-process copy (core/confcache).
+    destinations = confcache.get(
+        f"destinations:{group_id}", lambda: destinations_for(Group(pk=group_id))
+    )
+    if not destinations:
+        return
+    still_pending = HumanInterrupt.objects.pending().filter(pk=message["interrupt_id"])
+    if not still_pending.exists():
+        return
+    for dest in destinations:
+        notification_collect(dest=dest, interrupt_id=message["interrupt_id"])
 
 
 def _send_later(notification_id: Any, countdown: float = 0) -> None:
