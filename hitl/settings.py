@@ -353,6 +353,8 @@ HITL_GRAPHS = {
     "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
     "middleware_review": "agents.graphs.examples:middleware_graph",
     "raw_question": "agents.graphs.examples:raw_graph",
+    # A typed input (strings, numbers, enum, list): "New thread" shows it as a form.
+    "ticket_triage": "agents.graphs.triage:triage_graph",
     # Calls tools an AG-UI client defines; their results resume it (issue 6).
     "client_tools": "agents.graphs.client_tools:client_tools_graph",
 }

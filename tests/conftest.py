@@ -122,6 +122,16 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
 
 
 @pytest.fixture(autouse=True)
+def _no_cached_configuration():
+    """Each test's rolled-back groups, policies and rules leave no cached copy behind."""
+    from hitl.core import confcache
+
+    confcache.clear()
+    yield
+    confcache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _decisions_act_at_once(settings):
     """Browser decisions resume at once unless a test sets HITL_UNDO_SECONDS itself
     (tests/review/test_undo.py covers the grace period)."""

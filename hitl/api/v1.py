@@ -102,6 +102,8 @@ class DecisionIn(Schema):
     args: Any = None
     # Seconds during which POST .../undo takes the decision back; the thread resumes after.
     grace_seconds: float = 0
+    # Decide an item another reviewer claimed ("I'm on it"); refused with a 409 otherwise.
+    override_claim: bool = False
 
 
 # --- serialization --------------------------------------------------------------
@@ -314,6 +316,7 @@ def interrupt_decide(request, interrupt_id: uuid.UUID, body: DecisionIn):
         response_type=body.type,
         args=body.args,
         grace=body.grace_seconds,
+        respect_claim=not body.override_claim,
     )
     data = interrupt_json(row)
     if row.status == HumanInterrupt.Status.PENDING and row.approvals_required > 1:

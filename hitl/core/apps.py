@@ -13,6 +13,7 @@ class CoreConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from hitl import logcontext
+        from hitl.core import confcache
         from hitl.core.audit_guard import install_sqlite_function
 
         # SQLite's audit triggers ask this function whether maintenance may delete rows.
@@ -20,3 +21,6 @@ class CoreConfig(AppConfig):
 
         # Carries request/thread/run ids from the web process into worker log lines.
         logcontext.connect_celery_signals()
+
+        # Cached groups, policies and rules are dropped when one of them changes.
+        confcache.connect_signals()

@@ -64,6 +64,18 @@ def active_claim(row: HumanInterrupt, now: datetime | None = None) -> InterruptC
     return claim if claim.expires_at > (now or timezone.now()) else None
 
 
+def claim_refusal(row: HumanInterrupt, user, now: datetime | None = None) -> None:
+    """Refuse a decision on an item someone else claimed (a client that did not confirm)."""
+    claim = active_claim(row, now)
+    if claim is None or claim.user_id == user.pk:
+        return
+    raise Conflict(
+        f"{claim.user.get_username()} is on it (claimed until "
+        f'{claim.expires_at:%Y-%m-%d %H:%M} UTC). Send "override_claim": true to decide '
+        "anyway."
+    )
+
+
 def interrupt_claim(*, interrupt_id: Any, user, now: datetime | None = None) -> InterruptClaim:
     """Mark a pending item as mine for HITL_CLAIM_MINUTES (renewing my own claim)."""
     now = now or timezone.now()

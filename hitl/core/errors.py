@@ -6,6 +6,7 @@ A leaf: it imports nothing of HITL, so every room can raise and catch these.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ class Conflict(ServiceError):
 # decoded and checked here. Deeper values are refused: nothing legitimate nests this far,
 # and a deep value would exhaust the recursion limit of whatever walks it later.
 MAX_JSON_DEPTH = 64
+# Integers beyond 64 bits do not survive every store (checkpoints are msgpack); Infinity
+# and NaN are not JSON at all (PostgreSQL refuses them).
+MAX_JSON_INT = 2**63 - 1
 
 
 def _path(parts: list[Any]) -> str:
@@ -63,8 +67,8 @@ def _bad_text(text: str) -> str | None:
 def check_json(value: Any, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Refuse a value no database stores the same way, or nested deeper than `max_depth`.
 
-    NUL characters and lone UTF-16 surrogates (in strings or keys) are refused on SQLite
-    as on PostgreSQL. Iterative, so a deep value cannot exhaust the stack; the message
+    NUL characters and lone UTF-16 surrogates (in strings or keys), non-finite numbers
+    and integers beyond 64 bits are refused on SQLite as on PostgreSQL. Iterative, so a deep value cannot exhaust the stack; the message
     names the offending field (`input.items[3].name`).
     """
     stack: list[tuple[Any, list[Any]]] = [(value, [what])]
@@ -75,6 +79,10 @@ def check_json(value: Any, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any
             if problem:
                 raise Invalid(f"{_path(parts)} {problem}.")
             continue
+        if isinstance(item, float) and not math.isfinite(item):
+            raise Invalid(f"{_path(parts)} must be a finite number.")
+        if isinstance(item, int) and not -MAX_JSON_INT - 1 <= item <= MAX_JSON_INT:
+            raise Invalid(f"{_path(parts)} is too large (integers must fit in 64 bits).")
         if not isinstance(item, (dict, list, tuple)):
             continue
         if len(parts) > max_depth:

@@ -63,6 +63,12 @@ class NotificationPreference(models.Model):
     quiet_start = models.TimeField(null=True, blank=True)
     quiet_end = models.TimeField(null=True, blank=True)
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
+    # Honoured only while the user holds hitl.review_all (they may answer every group's items).
+    all_groups = models.BooleanField(
+        default=False,
+        verbose_name="notify me of items in every group",
+        help_text="Only for reviewers who may review every group (hitl.review_all).",
+    )
 
     def __str__(self) -> str:
         return f"notification preferences of {self.user}"

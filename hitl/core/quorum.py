@@ -15,7 +15,8 @@ from django.db import transaction
 
 from hitl.core import audit, events
 from hitl.core.errors import Conflict, Forbidden
-from hitl.core.models import Approval, HumanInterrupt, ReviewerGroupPolicy, Thread
+from hitl.core.models import Approval, HumanInterrupt, Thread
+from hitl.core.selectors import group_policy
 
 MAX_APPROVALS = 20
 
@@ -31,7 +32,7 @@ class Verdict:
     required: int = 1
 
 
-def approval_settings(value: Any, position: int, group: Group | None, cache: dict) -> dict:
+def approval_settings(value: Any, position: int, group: Group | None) -> dict:
     """The quorum an interrupt starts with: the stricter of its group's policy and its value.
 
     The interrupt value may carry `"approvals": {"required": 2, "from_groups": [...],
@@ -45,12 +46,7 @@ def approval_settings(value: Any, position: int, group: Group | None, cache: dic
     if isinstance(spec, int) and not isinstance(spec, bool):
         spec = {"required": spec}
     spec = spec if isinstance(spec, dict) else {}
-    policy = None
-    if group is not None:
-        key = f"policy:{group.pk}"  # shared with the expiry defaults (core/runs.py)
-        if key not in cache:
-            cache[key] = ReviewerGroupPolicy.objects.filter(group=group).first()
-        policy = cache[key]
+    policy = group_policy(group) if group is not None else None
     required = policy.approvals_required if policy else 1
     asked = spec.get("required")
     if isinstance(asked, int) and not isinstance(asked, bool):

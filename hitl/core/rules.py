@@ -17,7 +17,7 @@ import celpy
 from django.utils import timezone
 from lark import Token, Tree
 
-from hitl.core import audit, quorum
+from hitl.core import audit, confcache, quorum
 from hitl.core.models import DecisionRule, HumanInterrupt, RuleHit, Thread
 
 log = logging.getLogger(__name__)
@@ -181,8 +181,11 @@ def rules_apply(*, thread: Thread, rows: list[HumanInterrupt]) -> None:
     """Evaluate the active rules on new interrupts; inside run_finish's transaction."""
     if not rows:
         return
-    active = list(
-        DecisionRule.objects.exclude(mode=DecisionRule.Mode.OFF).order_by("priority", "id")
+    active = confcache.get(
+        "rules:active",
+        lambda: list(
+            DecisionRule.objects.exclude(mode=DecisionRule.Mode.OFF).order_by("priority", "id")
+        ),
     )
     if not active:
         return

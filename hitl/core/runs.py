@@ -18,10 +18,10 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import contract
-from hitl.core import audit, events, quorum, rules
-from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
+from hitl.core import audit, confcache, events, quorum, rules
+from hitl.core.models import ExpiryPolicy, HumanInterrupt, Run, Thread
 from hitl.core.retry import retry_transient
-from hitl.core.selectors import default_reviewer_group
+from hitl.core.selectors import default_reviewer_group, group_named, group_policy
 from hitl.core.services import _announce_thread
 
 log = logging.getLogger(__name__)
@@ -113,19 +113,16 @@ def run_is_current(*, run_id: Any, worker: str) -> bool:
     return Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).exists()
 
 
-def _group_for(name: str | None, thread: Thread, cache: dict[str, Group | None]) -> Group:
+def _group_for(name: str | None, thread: Thread) -> Group:
     if name:
-        if name not in cache:
-            cache[name] = Group.objects.filter(name=name).first()
-        if cache[name] is not None:
-            return cache[name]
+        group = group_named(name)
+        if group is not None:
+            return group
         log.warning("interrupt routed to unknown reviewer group %r; using the default", name)
     return thread.reviewer_group or default_reviewer_group()
 
 
-def _expiry_fields(
-    value: Any, request: contract.Request, group: Group, now, cache: dict[str, Any]
-) -> dict[str, Any]:
+def _expiry_fields(value: Any, request: contract.Request, group: Group, now) -> dict[str, Any]:
     """When an interrupt expires and what happens then.
 
     The graph or tool config decides first (`expires_in`, `expiry_policy`,
@@ -143,16 +140,11 @@ def _expiry_fields(
     if isinstance(spec.get("expiry_message"), str):
         fields["expiry_message"] = spec["expiry_message"][:5000]
     if isinstance(spec.get("escalate_to"), str):
-        target = spec["escalate_to"]
-        if target not in cache:
-            cache[target] = Group.objects.filter(name=target).first()
-        fields["escalate_to"] = cache[target]
+        fields["escalate_to"] = group_named(spec["escalate_to"])
     expires_in = request.expires_in
     if not expires_in and group is not None:
-        key = f"policy:{group.pk}"
-        if key not in cache:
-            cache[key] = ReviewerGroupPolicy.objects.filter(group=group).first()
-        expires_in = cache[key].expire_after_seconds if cache[key] else None
+        policy = group_policy(group)
+        expires_in = policy.expire_after_seconds if policy else None
     if expires_in:
         fields["expires_at"] = now + timedelta(seconds=expires_in)
     return fields
@@ -189,7 +181,8 @@ def run_finish(
     """
     now = timezone.now()
     created: list[HumanInterrupt] = []
-    with transaction.atomic():
+    # Groups, policies and rules as of now, read once for all of this run's interrupts.
+    with confcache.fresh(), transaction.atomic():
         thread, run = _lock_thread_and_run(run_id, thread_id)
         if (
             thread is None
@@ -198,7 +191,6 @@ def run_finish(
             or run.lease_owner != worker
         ):
             return None  # cancelled, or another worker took over: its outcome counts
-        groups: dict[str, Any] = {}
         # A redelivered run finds the rows it made before: no duplicates. The thread
         # lock serializes attempts, so reading then inserting cannot race.
         existing = set(
@@ -222,15 +214,11 @@ def run_finish(
                     "allow_edit": request.allow_edit,
                     "allow_respond": request.allow_respond,
                     "allow_ignore": request.allow_ignore,
-                    "reviewer_group": _group_for(request.reviewer_group, thread, groups),
+                    "reviewer_group": _group_for(request.reviewer_group, thread),
                 }
+                defaults.update(_expiry_fields(value, request, defaults["reviewer_group"], now))
                 defaults.update(
-                    _expiry_fields(value, request, defaults["reviewer_group"], now, groups)
-                )
-                defaults.update(
-                    quorum.approval_settings(
-                        value, request.position, defaults["reviewer_group"], groups
-                    )
+                    quorum.approval_settings(value, request.position, defaults["reviewer_group"])
                 )
                 if (interrupt_id, request.position) not in existing:
                     created.append(
@@ -292,7 +280,7 @@ def run_finish(
             )
         # Announced first after the commit: the waiting client is answered before the
         # inbox rows are rendered and notifications are queued.
-        _announce_thread(thread, run_end)
+        _announce_thread(thread, run_end, run_ended=True)
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
@@ -335,5 +323,5 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])
         events.emit_run_ended(run)
-        _announce_thread(thread)
+        _announce_thread(thread, run_ended=True)
     return run

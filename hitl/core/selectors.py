@@ -8,7 +8,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 
-from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core import confcache
+from hitl.core.models import HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 
 
 def user_can_review_all(user) -> bool:
@@ -109,6 +110,27 @@ def thread_runs(thread: Thread) -> QuerySet[Run]:
     return thread.runs.order_by("-created_at")
 
 
+def group_named(name: str) -> Group | None:
+    """The reviewer group called `name` (a per-process copy, dropped when groups change)."""
+    return confcache.get(f"group:{name}", lambda: Group.objects.filter(name=name).first())
+
+
 def default_reviewer_group() -> Group:
-    group, _ = Group.objects.get_or_create(name=settings.HITL_DEFAULT_REVIEWER_GROUP)
+    group = group_named(settings.HITL_DEFAULT_REVIEWER_GROUP)
+    if group is None:
+        # Saving it drops the cached absence; a group made here is not cached, in case
+        # the transaction around us rolls back.
+        group, _ = Group.objects.get_or_create(name=settings.HITL_DEFAULT_REVIEWER_GROUP)
     return group
+
+
+def group_policy(group: Group) -> ReviewerGroupPolicy | None:
+    """A reviewer group's policy, with its approval groups (a per-process copy)."""
+    return confcache.get(
+        f"policy:{group.pk}",
+        lambda: (
+            ReviewerGroupPolicy.objects.filter(group=group)
+            .prefetch_related("approval_groups")
+            .first()
+        ),
+    )

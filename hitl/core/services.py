@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents import contract
 from hitl import logcontext
-from hitl.core import audit, dispatch, events, quorum
+from hitl.core import audit, claims, dispatch, events, quorum
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
@@ -31,11 +31,22 @@ log = logging.getLogger(__name__)
 # --- threads and runs -------------------------------------------------------------
 
 
-def _announce_thread(thread: Thread, run_end: events.RunEnd | None = None) -> None:
+def _announce_thread(
+    thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
+) -> None:
+    """Tell every listener of the thread its new status once the change commits.
+
+    `run_ended` marks the announcement of a run's end (its waiters then read it even
+    when a rule already queued the next run and the thread is busy again).
+    """
     status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
     transaction.on_commit(
         lambda: events.publish_thread_changed(
-            thread_id=thread_id, status=status, requester_id=requester_id, run_end=run_end
+            thread_id=thread_id,
+            status=status,
+            requester_id=requester_id,
+            run_end=run_end,
+            run_ended=run_ended,
         )
     )
 
@@ -210,6 +221,7 @@ def interrupt_resolve(
     savepoint: bool = True,
     approval_round: int | None = None,
     lenient: bool = False,
+    respect_claim: bool = False,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -221,7 +233,8 @@ def interrupt_resolve(
     With `grace` (seconds) the answer is stored and counts as given at once, but the
     thread resumes only when the grace period ends; until then `interrupt_undo` takes
     it back. `lenient` reads an edit's string values as the types its schema asks for
-    (string-sending clients such as the Agent Inbox).
+    (string-sending clients such as the Agent Inbox). With `respect_claim` an item that
+    someone else claimed ("I'm on it") is refused with a 409 naming them.
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -264,6 +277,8 @@ def interrupt_resolve(
                     raise Conflict(f"Already answered by {who} (who may still undo it).")
                 raise Conflict(f"Already answered by {who}.")
             raise Conflict(f"This interrupt is {row.status}.")
+        if respect_claim:
+            claims.claim_refusal(row, user)
         try:
             normalized = contract.check_response(
                 _request_of(row), response_type, args, lenient=lenient

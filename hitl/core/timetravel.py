@@ -8,13 +8,12 @@ stays in the history. Forks are audited and the run remembers where it came from
 from __future__ import annotations
 
 import json
-import typing
 from typing import Any
 
 import jsonschema
-import pydantic
 from django.db import transaction
 
+from agents.schema import state_schema
 from hitl.core import audit
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
 from hitl.core.models import AuditEvent, Run, Thread
@@ -62,30 +61,6 @@ def thread_checkpoints(thread: Thread, limit: int = HISTORY_LIMIT) -> list[dict[
             }
         )
     return out
-
-
-def state_schema(graph) -> dict[str, Any] | None:
-    """The JSON schema of the graph's state (what a state edit is checked against).
-
-    LangGraph's own when it can build one; else one built key by key from the state's
-    type hints (pydantic cannot read a `typing.TypedDict` whole on Python 3.11).
-    """
-    try:
-        return graph.get_output_jsonschema()
-    except Exception:
-        pass
-    state = getattr(getattr(graph, "builder", None), "state_schema", None)
-    try:
-        hints = typing.get_type_hints(state)
-    except Exception:
-        return None
-    properties: dict[str, Any] = {}
-    for key, hint in hints.items():
-        try:
-            properties[key] = pydantic.TypeAdapter(hint).json_schema()
-        except Exception:  # a type with no JSON schema (messages): any value
-            properties[key] = {}
-    return {"type": "object", "properties": properties}
 
 
 def _check_values(graph, values: Any) -> dict[str, Any]:

@@ -213,9 +213,13 @@ class ThreadSubscription:
 
 
 def is_run_end(message: dict[str, Any]) -> bool:
-    """A message after which a run's status may have changed."""
+    """A message after which a run's status may have changed to an end.
+
+    A thread that became busy announced a run's start (a waiter's own, as often as
+    not), unless the announcement says a run ended on the way.
+    """
     if message.get("type") == "thread.changed":
-        return True
+        return message.get("status") != "busy" or bool(message.get("run_ended"))
     if message.get("type") == "thread.event":
         return (message.get("event") or {}).get("type") in ("RUN_FINISHED", "RUN_ERROR")
     return False

@@ -26,14 +26,17 @@ from zoneinfo import ZoneInfo
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
+from hitl.core import confcache
 from hitl.core.events import InterruptChanged
 from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
+from hitl.core.selectors import user_can_review_all
 from hitl.core.webhook_urls import WebhookNotAllowed
 from hitl.ops import notify_messages
 from hitl.ops.webhooks import _post
@@ -53,9 +56,25 @@ class Destination:
     quiet: tuple[time, time, str] | None = None  # (start, end, time zone)
 
 
+def _personal(user, pref, config) -> list[Destination]:
+    """A user's own destinations: e-mail and Slack, by their preferences."""
+    email_on = pref.email if pref else bool(config and config.email_members)
+    digest = pref.digest_minutes if pref else 0
+    quiet = None
+    if pref and pref.quiet_start is not None and pref.quiet_end is not None:
+        quiet = (pref.quiet_start, pref.quiet_end, pref.timezone)
+    out = []
+    if email_on and user.email:
+        out.append(Destination("email", user.email, user.pk, None, digest, quiet))
+    if pref and pref.slack_webhook_url:
+        out.append(Destination("slack", pref.slack_webhook_url, user.pk, None, digest, quiet))
+    return out
+
+
 def destinations_for(group: Group) -> list[Destination]:
-    """Who hears about a pending item of `group`: members by their preferences, then the
-    group's own addresses; one destination per address."""
+    """Who hears about a pending item of `group`: members by their preferences, users who
+    review every group and asked for all of it, then the group's own addresses; one
+    destination per address."""
     from hitl.core.models import GroupNotificationSettings
 
     config = GroupNotificationSettings.objects.filter(group=group).first()
@@ -65,20 +84,27 @@ def destinations_for(group: Group) -> list[Destination]:
         found.setdefault((dest.channel, dest.address.lower()), dest)
 
     members = group.user_set.filter(is_active=True).select_related("hitl_notify").order_by("pk")
+    member_ids = set()
     for user in members:
+        member_ids.add(user.pk)
         try:
             pref = user.hitl_notify
         except ObjectDoesNotExist:
             pref = None
-        email_on = pref.email if pref else bool(config and config.email_members)
-        digest = pref.digest_minutes if pref else 0
-        quiet = None
-        if pref and pref.quiet_start is not None and pref.quiet_end is not None:
-            quiet = (pref.quiet_start, pref.quiet_end, pref.timezone)
-        if email_on and user.email:
-            add(Destination("email", user.email, user.pk, None, digest, quiet))
-        if pref and pref.slack_webhook_url:
-            add(Destination("slack", pref.slack_webhook_url, user.pk, None, digest, quiet))
+        for dest in _personal(user, pref, config):
+            add(dest)
+    watchers = (
+        get_user_model()
+        .objects.filter(is_active=True, hitl_notify__all_groups=True)
+        .exclude(pk__in=member_ids)
+        .select_related("hitl_notify")
+        .order_by("pk")
+    )
+    for user in watchers:
+        # The preference counts only while the user may review every group.
+        if user_can_review_all(user):
+            for dest in _personal(user, user.hitl_notify, None):
+                add(dest)
     if config:
         for address in config.addresses():
             add(Destination("email", address, None, group.pk, config.digest_minutes))
@@ -110,7 +136,9 @@ def quiet_until(moment: datetime, quiet: tuple[time, time, str] | None) -> datet
 
 def _send_time(dest: Destination, kind: str, now: datetime) -> datetime:
     if kind == Notification.Kind.REMINDER:
-        return now  # a reminder is about a deadline: no batching, no digest window
+        # About a deadline: no batching, no digest window; but quiet hours hold (what
+        # arrives in them goes out when they end, like new items).
+        return quiet_until(now, dest.quiet)
     at = now + timedelta(seconds=settings.HITL_NOTIFY_BATCH_SECONDS)
     if dest.digest_minutes:
         last = (
@@ -170,16 +198,20 @@ def on_interrupt_pending(message: InterruptChanged) -> None:
     """Core's interrupt.pending handler (runs after the interrupt committed)."""
     if message.get("change"):  # claimed or released: not new to anyone
         return
-    row = (
-        HumanInterrupt.objects.pending()
-        .select_related("reviewer_group")
-        .filter(pk=message["interrupt_id"])
-        .first()
-    )
-    if row is None or row.reviewer_group is None:
+    group_id = message.get("reviewer_group_id")
+    if group_id is None:
         return
-    for dest in destinations_for(row.reviewer_group):
-        notification_collect(dest=dest, interrupt_id=row.pk)
+    # Who hears of the group's items changes rarely: a per-process copy (core/confcache).
+    destinations = confcache.get(
+        f"destinations:{group_id}", lambda: destinations_for(Group(pk=group_id))
+    )
+    if not destinations:
+        return
+    still_pending = HumanInterrupt.objects.pending().filter(pk=message["interrupt_id"])
+    if not still_pending.exists():
+        return
+    for dest in destinations:
+        notification_collect(dest=dest, interrupt_id=message["interrupt_id"])
 
 
 def _send_later(notification_id: Any, countdown: float = 0) -> None:

@@ -65,6 +65,7 @@ class NotificationPreferenceForm(forms.ModelForm):
             "quiet_start",
             "quiet_end",
             "timezone",
+            "all_groups",
         )
 
     def clean_slack_webhook_url(self):

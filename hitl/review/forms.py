@@ -1,4 +1,4 @@
-"""Forms of the reviewer web app: start a thread, filter the inbox, decide an interrupt."""
+"""Forms of the reviewer web app: filter the inbox, decide an interrupt (start: start_form)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from typing import Any
 
 import jsonschema
 from django import forms
-from django.conf import settings
 
 from agents.tools.clarification import CLARIFICATION_TYPES
-from hitl.core.errors import Invalid, check_json, load_json
+from hitl.core.errors import Invalid, check_json
 from hitl.core.models import HumanInterrupt
 from hitl.core.registry import registry
 from hitl.review.rendering import (
@@ -25,33 +24,6 @@ from hitl.review.rendering import (
     arg_fields,
 )
 from hitl.review.selectors import TABS, InboxQuery, interrupt_clarification
-
-
-class StartThreadForm(forms.Form):
-    graph = forms.ChoiceField(choices=())
-    title = forms.CharField(max_length=200, required=False)
-    input = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
-        required=False,
-        initial="{}",
-        help_text="A JSON object handed to the graph.",
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["graph"].choices = [(name, name) for name in registry.names()]
-        if settings.HITL_DEFAULT_GRAPH in registry.targets:
-            self.fields["graph"].initial = settings.HITL_DEFAULT_GRAPH
-
-    def clean_input(self):
-        raw = self.cleaned_data["input"].strip() or "{}"
-        try:
-            value = load_json(raw, "Input")
-        except Invalid as exc:
-            raise forms.ValidationError(exc.message) from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("Input must be a JSON object.")
-        return value
 
 
 class InboxFilterForm(forms.Form):
@@ -140,7 +112,7 @@ class PrettyJSONField(forms.JSONField):
         return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def _arg_form_field(arg: ArgField) -> forms.Field:
+def arg_form_field(arg: ArgField) -> forms.Field:
     attrs = {"data-type": arg.type_label, "data-key": arg.key, "spellcheck": "false"}
     common = {"required": False, "label": arg.key, "help_text": arg.description}
     if arg.widget == BOOLEAN:
@@ -222,7 +194,7 @@ class DecisionForm(forms.Form):
         if interrupt.allow_edit:
             for arg in self.arg_fields:
                 if not arg.locked:
-                    self.fields[arg.name] = _arg_form_field(arg)
+                    self.fields[arg.name] = arg_form_field(arg)
 
     @property
     def respond_label(self) -> str:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from hitl.core.models import HumanInterrupt, NotificationPreference
 from hitl.core.notify_links import LinkExpired, LinkInvalid, link_interrupt_id
+from hitl.core.selectors import user_can_review_all
 from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 
@@ -52,12 +53,17 @@ class PreferenceForm(forms.ModelForm):
             "quiet_start",
             "quiet_end",
             "timezone",
+            "all_groups",
         )
         widgets = {
             "quiet_start": forms.TimeInput(attrs={"type": "time"}),
             "quiet_end": forms.TimeInput(attrs={"type": "time"}),
         }
-        labels = {"email": "E-mail me", "slack_webhook_url": "Slack webhook URL"}
+        labels = {
+            "email": "E-mail me",
+            "slack_webhook_url": "Slack webhook URL",
+            "all_groups": "Notify me of items in every group",
+        }
 
     def clean_slack_webhook_url(self):
         url = self.cleaned_data["slack_webhook_url"]
@@ -87,6 +93,8 @@ def notification_preferences(request):
     pref = NotificationPreference.objects.filter(user=request.user).first()
     pref = pref or NotificationPreference(user=request.user)
     form = PreferenceForm(request.POST or None, instance=pref)
+    if not user_can_review_all(request.user):
+        del form.fields["all_groups"]  # only reviewers of every group may ask for all of it
     status = 200
     if request.method == "POST":
         if form.is_valid():

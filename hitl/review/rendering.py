@@ -133,7 +133,7 @@ class ArgField:
         return json.dumps(self.value)
 
 
-def _schema_type(prop: dict[str, Any]) -> str | None:
+def schema_type(prop: dict[str, Any]) -> str | None:
     kind = prop.get("type")
     if isinstance(kind, list):
         kinds = [k for k in kind if k != "null"]
@@ -190,12 +190,12 @@ def arg_fields(args: dict[str, Any] | None, schema: dict[str, Any] | None) -> li
         locked = "const" in prop
         if locked and not present:
             continue
-        schema_type = _schema_type(prop)
+        kind = schema_type(prop)
         fields.append(
             ArgField(
                 index=index,
                 key=str(key),
-                widget=_widget_for(schema_type, value, prop),
+                widget=_widget_for(kind, value, prop),
                 value=value,
                 present=present,
                 required=key in required,
@@ -204,7 +204,7 @@ def arg_fields(args: dict[str, Any] | None, schema: dict[str, Any] | None) -> li
                 minimum=prop.get("minimum"),
                 maximum=prop.get("maximum"),
                 locked=locked,
-                expected="" if _fits(schema_type, value) else str(schema_type),
+                expected="" if _fits(kind, value) else str(kind),
             )
         )
     return fields

@@ -24,7 +24,7 @@ from hitl.core.selectors import (
 )
 from hitl.review import fragments as partials
 from hitl.review.batch import batch_of, item_label
-from hitl.review.forms import DecisionForm, InboxFilterForm, StartThreadForm
+from hitl.review.forms import DecisionForm, InboxFilterForm
 from hitl.review.selectors import (
     INLINE_IMAGE_TYPES,
     TABS,
@@ -39,6 +39,7 @@ from hitl.review.selectors import (
     pending_interrupts_for,
     reviewer_groups_for_filter,
 )
+from hitl.review.start_form import StartThreadForm
 
 
 def _is_reviewer(user) -> bool:
@@ -95,20 +96,27 @@ def inbox(request):
 
 @login_required
 def thread_new(request):
-    form = StartThreadForm(request.POST or None)
+    """Start a thread from a form built from the graph's input schema (or raw JSON)."""
+    form = StartThreadForm(
+        request.POST if request.method == "POST" else None, graph=request.GET.get("graph")
+    )
     if request.method == "POST" and form.is_valid():
         try:
             run = services.run_start(
                 graph=form.cleaned_data["graph"],
-                input=form.cleaned_data["input"],
+                input=form.start_input(),
                 title=form.cleaned_data["title"],
                 user=request.user,
             )
         except services.ServiceError as exc:
             form.add_error(None, exc.message)
         else:
+            # The thread page follows this run until it pauses or ends (progress.js).
+            request.session["hitl_follow"] = str(run.thread_id)
             return redirect("thread", thread_id=run.thread_id)
     status = 400 if request.method == "POST" else 200
+    if request.GET.get("partial"):
+        return render(request, "hitl/partials/start_fields.html", {"form": form})
     return render(request, "hitl/thread_new.html", {"form": form}, status=status)
 
 
@@ -137,6 +145,7 @@ def _render_thread(request, thread: Thread, *, failed=None, lost=None, status: i
         cards.append(context)
     context = partials.thread_context(thread, request.user)
     context["cards"] = cards
+    context["follow"] = request.session.pop("hitl_follow", None) == str(thread.pk)
     if lost:
         context["lost"] = {**partials.outcome_context(lost[0]), "typed": lost[1]}
     return render(request, "hitl/thread.html", context, status=status)

@@ -6,7 +6,11 @@
   if (!root || !box) return;
   const elapsed = box.querySelector(".elapsed");
   const doing = box.querySelector(".doing");
+  const outcome = document.getElementById("run-outcome");
   let since = null;
+  // Follow the run this page was opened for (a new thread), or any run seen working here,
+  // until it pauses (then link the item waiting for a decision) or ends.
+  let following = root.dataset.follow === "1" || root.dataset.status === "busy";
 
   function busySince() {
     const status = document.querySelector("#section-status .status[data-status]");
@@ -17,8 +21,30 @@
     const s = Math.max(0, Math.floor(ms / 1000));
     return s < 60 ? s + " s" : Math.floor(s / 60) + " min " + (s % 60) + " s";
   }
+  function report() {
+    if (!outcome || !following) return;
+    const status = root.dataset.status;
+    let html = "";
+    if (status === "interrupted") {
+      const card = document.querySelector("#interrupts article.interrupt");
+      html = "<b>Paused:</b> the run waits for a decision." +
+        (card ? ' <a class="button primary" href="#' + card.id + '">Go to the item</a>' : "");
+    } else if (status === "done" || status === "idle") {
+      html = "<b>Finished:</b> the run ended.";
+    } else if (status === "error") {
+      html = "<b>Failed:</b> the run stopped with an error (see above).";
+    }
+    if (outcome.dataset.html !== html) {
+      outcome.dataset.html = html;
+      outcome.innerHTML = html;
+      outcome.classList.toggle("ended", status === "done" || status === "idle");
+    }
+    outcome.hidden = !html;
+  }
   function tick() {
     const busy = root.dataset.status === "busy";
+    if (busy) following = true;
+    report();
     if (!busy) {
       since = null;
       box.hidden = true;

@@ -89,3 +89,37 @@ def test_workers_see_whether_anyone_listens_to_a_threads_stream():
 
     # Nobody; a status waiter (needs no stream); a stream listener; gone again.
     assert asyncio.run(scenario()) == [False, False, True, False]
+
+
+def test_a_message_for_several_groups_reaches_each_listening_group_once():
+    from channels.layers import get_channel_layer
+
+    async def scenario():
+        layer = get_channel_layer()
+        first, second = await layer.new_channel(), await layer.new_channel()
+        tag = uuid.uuid4().hex
+        listened_a, empty, listened_b = (f"test.{tag}.{name}" for name in ("a", "empty", "b"))
+        await layer.group_add(listened_a, first)
+        await layer.group_add(listened_b, first)
+        await layer.group_add(listened_b, second)
+        try:
+            message = {"type": "thread.changed", "thread_id": tag, "status": "done"}
+            await events._group_send_all(layer, (listened_a, empty, listened_b), message)
+
+            async def drain(channel):
+                # A marker sent after the message ends the drain (no receive is cancelled).
+                await layer.send(channel, {"type": "test.end"})
+                got = []
+                while (message := await layer.receive(channel))["type"] != "test.end":
+                    got.append(message)
+                return got
+
+            return await drain(first), await drain(second)
+        finally:
+            for group, channel in ((listened_a, first), (listened_b, first), (listened_b, second)):
+                await layer.group_discard(group, channel)
+
+    to_first, to_second = asyncio.run(scenario())
+    # One copy per group a channel is in, none for the empty group.
+    assert [m["status"] for m in to_first] == ["done", "done"]
+    assert [m["status"] for m in to_second] == ["done"]

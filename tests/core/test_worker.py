@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.models import DecisionRule, HumanInterrupt, Run, Thread
 from tests.conftest import ROOT, start_celery_worker, wait_for
 from tests.graphs import WORKER_GRAPHS, register_in_process
 
@@ -139,6 +139,20 @@ def test_four_decision_types_end_to_end(worker, requester_api, reviewer_api):
         detail = requester_api.get(f"/api/v1/threads/{thread_id}").json()
         assert detail["status"] == "done"
         assert detail["latest_run"]["result"]["decision"] == expected[kind]
+
+
+def test_a_rule_saved_here_reaches_the_workers_next_pause(worker, requester_api):
+    before = start(requester_api, "approval", {"request": "before the rule"})
+    [untouched] = pending_rows(before, 1)  # the worker has read (and kept) the rules
+    DecisionRule.objects.create(
+        name="auto-mail", outcome="accept", mode=DecisionRule.Mode.LIVE, action="send_email"
+    )
+    after = start(requester_api, "approval", {"request": "after the rule"})
+    wait_status(after, "done")
+    decided = HumanInterrupt.objects.get(thread_id=after)
+    assert decided.decided_by_rule == "auto-mail v1"
+    untouched.refresh_from_db()
+    assert untouched.status == "pending"
 
 
 def test_parallel_interrupts_through_a_worker(worker, requester_api, reviewer_api):

@@ -1,4 +1,5 @@
-"""A real SMTP server process (aiosmtpd, writing a Maildir) for the notification tests."""
+"""A real SMTP server process (aiosmtpd, writing a Maildir) and shared helpers for the
+notification tests."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hitl.core import services
+from hitl.core.models import HumanInterrupt, NotificationPreference
 from tests.conftest import BIN, ROOT, Proc, free_port, spawn, wait_for
 from tests.ops.conftest import port_open
 
@@ -74,3 +77,26 @@ def text_of(message: email.message.EmailMessage) -> str:
 
 def html_of(message: email.message.EmailMessage) -> str:
     return message.get_body(preferencelist=("html",)).get_content()
+
+
+@pytest.fixture(name="notify")
+def notify_fixture(settings, manual_runs):
+    """Notifications batched for 5 s, reminders 10 minutes before expiry, public links."""
+    settings.HITL_NOTIFY_BATCH_SECONDS = 5
+    settings.HITL_NOTIFY_REMIND_BEFORE = 600
+    settings.HITL_PUBLIC_URL = "https://hitl.example.com"
+    return settings
+
+
+def start(manual_runs, capture, user, **request) -> HumanInterrupt:
+    """Run the ops_gated graph to its pending item (what `request` asks of it)."""
+    with capture(execute=True):
+        run = services.run_start(graph="ops_gated", input={"request": request}, user=user)
+        assert manual_runs(run) == "interrupted"
+    return HumanInterrupt.objects.get(thread=run.thread)
+
+
+def with_email(user, address, **pref) -> NotificationPreference:
+    user.email = address
+    user.save()
+    return NotificationPreference.objects.create(user=user, **pref)

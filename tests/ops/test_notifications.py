@@ -300,3 +300,27 @@ def test_members_without_preferences_follow_the_group_and_addresses_are_not_repe
     )
     found = [(d.channel, d.address) for d in notifications.destinations_for(group)]
     assert found == [("email", "rita@example.com"), ("email", "team@example.com")]
+
+
+def test_who_hears_of_a_group_follows_changes_to_preferences_and_members(
+    notify, django_capture_on_commit_callbacks, manual_runs, reviewer, second_reviewer
+):
+    group = reviewer.groups.get()
+    reviewer.email, second_reviewer.email = "rita@example.com", "sam@example.com"
+    reviewer.save()
+    second_reviewer.save()
+    capture = django_capture_on_commit_callbacks
+
+    def addresses_for_next_item() -> set[str]:
+        Notification.objects.all().delete()
+        pause(manual_runs, capture, reviewer, ["a.txt"])
+        return set(Notification.objects.values_list("address", flat=True))
+
+    assert addresses_for_next_item() == set()  # nobody asked for e-mail: none, and cached
+    NotificationPreference.objects.create(user=reviewer, email=True)
+    assert addresses_for_next_item() == {"rita@example.com"}
+    second_reviewer.groups.remove(group)
+    NotificationPreference.objects.create(user=second_reviewer, email=True)
+    assert addresses_for_next_item() == {"rita@example.com"}  # no longer a member
+    second_reviewer.groups.add(group)
+    assert addresses_for_next_item() == {"rita@example.com", "sam@example.com"}

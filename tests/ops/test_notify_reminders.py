@@ -7,40 +7,22 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from hitl.core import services
 from hitl.core.models import (
     GroupNotificationSettings,
-    HumanInterrupt,
     InterruptReminder,
     Notification,
-    NotificationPreference,
 )
 from hitl.ops.maintenance import expire_due_interrupts
 from hitl.ops.notifications import notification_attempt, notify_sweep
-from tests.ops.notify_helpers import smtp_fixture, text_of  # noqa: F401
+from tests.ops.notify_helpers import (  # noqa: F401
+    notify_fixture,
+    smtp_fixture,
+    start,
+    text_of,
+    with_email,
+)
 
 pytestmark = pytest.mark.usefixtures("ops_graphs")
-
-
-@pytest.fixture
-def notify(settings, manual_runs):
-    settings.HITL_NOTIFY_BATCH_SECONDS = 5
-    settings.HITL_NOTIFY_REMIND_BEFORE = 600
-    settings.HITL_PUBLIC_URL = "https://hitl.example.com"
-    return settings
-
-
-def start(manual_runs, capture, user, **request) -> HumanInterrupt:
-    with capture(execute=True):
-        run = services.run_start(graph="ops_gated", input={"request": request}, user=user)
-        assert manual_runs(run) == "interrupted"
-    return HumanInterrupt.objects.get(thread=run.thread)
-
-
-def with_email(user, address):
-    user.email = address
-    user.save()
-    NotificationPreference.objects.create(user=user)
 
 
 def test_a_reminder_goes_out_once_before_the_item_expires(

@@ -111,6 +111,11 @@ def test_axe_finds_nothing_serious_on_the_main_pages(
     found["thread"] = axe_violations(rita)
     rita.goto("/threads/new/")
     found["new-thread"] = axe_violations(rita)
+    rita.goto("/threads/new/?graph=ticket_triage")
+    found["new-thread-form"] = axe_violations(rita)
+    rita.click("button.primary")  # every required field empty: inline errors
+    rita.wait_for_selector(".start-form .field.invalid")
+    found["new-thread-errors"] = axe_violations(rita)
     rita.goto("/threads/00000000-0000-0000-0000-000000000000/")
     found["not-found"] = axe_violations(rita)
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from hitl.core import services
+from hitl.core import events, services
 from hitl.core.models import HumanInterrupt, Thread
 from tests.conftest import ROOT, wait_for
 from tests.graphs import WORKER_GRAPHS, register_in_process
@@ -123,6 +123,8 @@ def test_inbox_decision_keys_act_on_the_highlighted_row_only(
     settings.HITL_EXECUTOR = "manual"
     _, (older,) = open_interrupts(user=reviewer, values=[human_interrupt("archive")])
     _, (newer,) = open_interrupts(user=reviewer, values=[human_interrupt("publish")])
+    # Their live pushes are out before the page loads: none re-renders a row under j.
+    events.publisher.flush()
     rita = browser_page(asgi_server, "rita")
     rita.wait_for_selector("#live-indicator[data-state=live]")
     mark_no_reload(rita)

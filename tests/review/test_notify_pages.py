@@ -108,3 +108,27 @@ def test_bad_preferences_are_a_400_that_changes_nothing(reviewer, settings, fiel
     assert response.status_code == 400
     assert message in response.content
     assert not NotificationPreference.objects.exists()
+
+
+def test_only_review_all_users_see_and_save_the_every_group_preference(
+    client_for, reviewer, review_all_user
+):
+    page = client_for(reviewer).get("/settings/notifications/").content.decode()
+    assert "Notify me of items in every group" not in page
+    # A forged field from someone without review_all is ignored.
+    client_for(reviewer).post(
+        "/settings/notifications/",
+        {"email": "on", "digest_minutes": "0", "timezone": "UTC", "all_groups": "on"},
+    )
+    assert NotificationPreference.objects.get(user=reviewer).all_groups is False
+
+    vera = client_for(review_all_user)
+    assert (
+        "Notify me of items in every group" in vera.get("/settings/notifications/").content.decode()
+    )
+    response = vera.post(
+        "/settings/notifications/",
+        {"email": "on", "digest_minutes": "0", "timezone": "UTC", "all_groups": "on"},
+    )
+    assert response.status_code == 302
+    assert NotificationPreference.objects.get(user=review_all_user).all_groups is True
