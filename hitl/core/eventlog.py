@@ -43,6 +43,10 @@ def _key(thread_id: Any) -> str:
     return f"hitl:eventlog:{thread_id}"
 
 
+def _resumable_key(thread_id: Any) -> str:
+    return f"hitl:resumable:{thread_id}"
+
+
 def append(thread_id: Any, event: dict[str, Any]) -> str | None:
     """Log one event; its entry id, or None without Redis (or when Redis is down)."""
     if not enabled():
@@ -98,15 +102,28 @@ def mark_resumable(thread_id: Any, run_id: Any, modes: list[str]) -> None:
     if not enabled():
         return
     client = _client()
-    client.set(f"hitl:resumable:{thread_id}", "1", ex=TTL_SECONDS)
+    client.set(_resumable_key(thread_id), "1", ex=TTL_SECONDS)
     client.set(f"hitl:streammodes:{run_id}", json.dumps(modes), ex=TTL_SECONDS)
+
+
+def stream_listened(group_key: Any, since: int, thread_id: Any) -> bool:
+    """Whether the channel-layer group under `group_key` has a member joined since `since`
+    or the thread has a resumable stream: one round trip. When unsure: yes."""
+    try:
+        pipe = _client().pipeline(transaction=False)
+        pipe.zcount(group_key, since, "+inf")
+        pipe.exists(_resumable_key(thread_id))
+        members, resumable = pipe.execute()
+    except Exception:
+        return True
+    return members > 0 or bool(resumable)
 
 
 def is_resumable(thread_id: Any) -> bool:
     if not enabled():
         return False
     try:
-        return bool(_client().exists(f"hitl:resumable:{thread_id}"))
+        return bool(_client().exists(_resumable_key(thread_id)))
     except Exception:
         return True  # when unsure, keep streaming (as groups_listened does)
 

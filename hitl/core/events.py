@@ -20,6 +20,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels_redis.core import RedisChannelLayer
+from django.conf import settings
 
 from hitl.core import eventlog
 from hitl.core.errors import is_transient
@@ -292,8 +293,20 @@ def groups_listened(groups: list[str]) -> bool:
 def thread_stream_listened(thread_id: Any) -> bool:
     """Whether anyone listens to the thread's full event stream (a thread page, an SSE
     or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""
+    group = thread_group(thread_id)
+    layer = get_channel_layer()
+    if (
+        eventlog.enabled()
+        and isinstance(layer, RedisChannelLayer)
+        and layer.ring_size == 1
+        and layer.hosts[0].get("address") == settings.REDIS_URL
+    ):
+        # The layer's Redis is the event log's: ask both in one round trip from this
+        # thread, rather than through the publisher's loop and again for the log.
+        since = int(time.time()) - layer.group_expiry
+        return eventlog.stream_listened(layer._group_key(group), since, thread_id)
     # A resumable stream's client may be reconnecting (a web restart): keep its events.
-    return groups_listened([thread_group(thread_id)]) or eventlog.is_resumable(thread_id)
+    return groups_listened([group]) or eventlog.is_resumable(thread_id)
 
 
 def publish_thread_event(thread_id: Any, event: dict[str, Any]) -> None:

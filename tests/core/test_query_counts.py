@@ -130,14 +130,14 @@ def test_lookups_by_primary_key_compile_no_order_by(
 def test_creating_a_thread_answers_without_reading_state(
     requester, django_assert_num_queries, monkeypatch
 ):
-    # threads.create: the insert (in its savepoint here), and no checkpoint or
-    # interrupt read for a thread nothing has run on.
+    # threads.create: the insert alone (no transaction, no savepoint), and no checkpoint
+    # or interrupt read for a thread nothing has run on.
     from hitl.api.langgraph import state
 
     reads = []
     read = state.thread_values
     monkeypatch.setattr(state, "thread_values", lambda t: reads.append(t) or read(t))
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(1):
         thread = lg_services.thread_create(user=requester, metadata={"graph_id": "approval"})
         answer = serializers.thread_json(thread)
     assert answer["values"] == {} and answer["interrupts"] == {}

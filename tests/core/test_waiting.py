@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from hitl.core import events
+from hitl.core import eventlog, events
 from hitl.core.waiting import ThreadSubscription
 
 pytestmark = pytest.mark.postgres
@@ -89,6 +89,9 @@ def test_workers_see_whether_anyone_listens_to_a_threads_stream():
 
     # Nobody; a status waiter (needs no stream); a stream listener; gone again.
     assert asyncio.run(scenario()) == [False, False, True, False]
+    # A resumable stream whose client is away (a web restart) still counts.
+    eventlog.mark_resumable(thread_id, uuid.uuid4(), ["values"])
+    assert events.thread_stream_listened(thread_id) is True
 
 
 def test_a_message_for_several_groups_reaches_each_listening_group_once():

@@ -63,15 +63,16 @@ def thread_create(
                 return existing
             raise services.Conflict(f"Thread {thread_id} already exists.")
     try:
-        with transaction.atomic():
-            thread = Thread.objects.create(
-                id=thread_id or uuid.uuid4(),
-                graph=graph or settings.HITL_DEFAULT_GRAPH,
-                title=str(metadata.get("title") or graph or "API thread")[:200],
-                requester=user,
-                metadata=metadata,
-                status=Thread.Status.IDLE,
-            )
+        # One INSERT: no transaction of its own. Inside a caller's (run_create) the
+        # Conflict below ends that transaction anyway.
+        thread = Thread.objects.create(
+            id=thread_id or uuid.uuid4(),
+            graph=graph or settings.HITL_DEFAULT_GRAPH,
+            title=str(metadata.get("title") or graph or "API thread")[:200],
+            requester=user,
+            metadata=metadata,
+            status=Thread.Status.IDLE,
+        )
     except IntegrityError:  # created concurrently under the same id
         raise services.Conflict(f"Thread {thread_id} already exists.") from None
     # Nothing has run on it: its answer needs no checkpoint or interrupt read.
