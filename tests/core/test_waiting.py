@@ -126,3 +126,18 @@ def test_a_message_for_several_groups_reaches_each_listening_group_once():
     # One copy per group a channel is in, none for the empty group.
     assert [m["status"] for m in to_first] == ["done", "done"]
     assert [m["status"] for m in to_second] == ["done"]
+
+
+def test_a_page_about_to_open_counts_as_listening(settings):
+    # The start form marks its new thread before the run is sent (review/views.py).
+    with_redis, without_redis = uuid.uuid4(), uuid.uuid4()
+    events.expect_listener(with_redis)
+    assert events.thread_stream_listened(with_redis) is True
+    settings.REDIS_URL = ""  # the embedded server: the mark stays in this process
+    events.expect_listener(without_redis)
+    assert events.thread_stream_listened(without_redis) is True
+    assert str(with_redis) not in events._expected  # that one went to Redis
+
+
+def test_a_thread_nobody_expects_is_not_listened():
+    assert events.thread_stream_listened(uuid.uuid4()) is False
