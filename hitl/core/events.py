@@ -138,6 +138,12 @@ class _Publisher:
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._atexit = False
 
+    @property
+    def server_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The ASGI server's loop this publisher was bound to (lives as long as the process)."""
+        loop = self._loop
+        return loop if loop is not None and loop is not self._own_loop else None
+
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             if self._loop is not loop:

@@ -141,3 +141,35 @@ def test_a_page_about_to_open_counts_as_listening(settings):
 
 def test_a_thread_nobody_expects_is_not_listened():
     assert events.thread_stream_listened(uuid.uuid4()) is False
+
+
+def test_the_servers_loop_keeps_one_hub_for_every_waiter():
+    from hitl.core import waiting
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        events.publisher.bind_loop(loop)  # as hitl.asgi does for the server's loop
+        try:
+            async with ThreadSubscription(uuid.uuid4(), status_only=True):
+                first = waiting._hubs.get(loop)
+            async with ThreadSubscription(uuid.uuid4(), status_only=True):
+                second = waiting._hubs.get(loop)
+            kept = first is second and not first.stopping and not first.task.done()
+            await first.layer.send(first.channel, {"type": first.STOP})  # end it here
+            await asyncio.wait([first.task], timeout=5)
+            return kept
+        finally:
+            events.publisher.bind_loop(None)
+
+    assert asyncio.run(scenario()) is True
+
+
+def test_another_loops_hub_stops_with_its_last_waiter():
+    from hitl.core import waiting
+
+    async def scenario():
+        async with ThreadSubscription(uuid.uuid4(), status_only=True):
+            hub = waiting._hubs.get(asyncio.get_running_loop())
+        return hub.stopping and hub.task.done()
+
+    assert asyncio.run(scenario()) is True
