@@ -47,6 +47,21 @@ def _resumable_key(thread_id: Any) -> str:
     return f"hitl:resumable:{thread_id}"
 
 
+def _expected_key(thread_id: Any) -> str:
+    return f"hitl:expected:{thread_id}"
+
+
+def expect_listener(thread_id: Any, seconds: float) -> bool:
+    """Mark the thread as about to be watched for `seconds`; False without Redis."""
+    if not enabled():
+        return False
+    try:
+        _client().set(_expected_key(thread_id), "1", px=int(seconds * 1000))
+    except Exception as exc:  # the page then gets the run's events from its next step
+        log.warning("could not mark thread %s as watched: %s", thread_id, exc)
+    return True
+
+
 def append(thread_id: Any, event: dict[str, Any]) -> str | None:
     """Log one event; its entry id, or None without Redis (or when Redis is down)."""
     if not enabled():
@@ -107,23 +122,24 @@ def mark_resumable(thread_id: Any, run_id: Any, modes: list[str]) -> None:
 
 
 def stream_listened(group_key: Any, since: int, thread_id: Any) -> bool:
-    """Whether the channel-layer group under `group_key` has a member joined since `since`
-    or the thread has a resumable stream: one round trip. When unsure: yes."""
+    """Whether the channel-layer group under `group_key` has a member joined since `since`,
+    or the thread has a resumable stream or a page about to open: one round trip. When
+    unsure: yes."""
     try:
         pipe = _client().pipeline(transaction=False)
         pipe.zcount(group_key, since, "+inf")
-        pipe.exists(_resumable_key(thread_id))
-        members, resumable = pipe.execute()
+        pipe.exists(_resumable_key(thread_id), _expected_key(thread_id))
+        members, marks = pipe.execute()
     except Exception:
         return True
-    return members > 0 or bool(resumable)
+    return members > 0 or bool(marks)
 
 
 def is_resumable(thread_id: Any) -> bool:
     if not enabled():
         return False
     try:
-        return bool(_client().exists(_resumable_key(thread_id)))
+        return bool(_client().exists(_resumable_key(thread_id), _expected_key(thread_id)))
     except Exception:
         return True  # when unsure, keep streaming (as groups_listened does)
 

@@ -138,6 +138,12 @@ class _Publisher:
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._atexit = False
 
+    @property
+    def server_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The ASGI server's loop this publisher was bound to (lives as long as the process)."""
+        loop = self._loop
+        return loop if loop is not None and loop is not self._own_loop else None
+
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             if self._loop is not loop:
@@ -290,6 +296,22 @@ def groups_listened(groups: list[str]) -> bool:
     return publisher.ask(any_member, default=True)
 
 
+# A page about to open a thread (the start form redirects to it) counts as listening for
+# this long: the run's events are built from its start, not only from the step after the
+# page's socket joins. Without Redis (one process) the mark is kept here.
+EXPECTED_LISTENER_SECONDS = 15.0
+_expected: dict[str, float] = {}
+
+
+def expect_listener(thread_id: Any) -> None:
+    """Count the thread's stream as listened for a while: a page is about to open it."""
+    if not eventlog.expect_listener(thread_id, EXPECTED_LISTENER_SECONDS):
+        now = time.monotonic()
+        for key in [k for k, until in _expected.items() if until < now]:
+            _expected.pop(key, None)
+        _expected[str(thread_id)] = now + EXPECTED_LISTENER_SECONDS
+
+
 def thread_stream_listened(thread_id: Any) -> bool:
     """Whether anyone listens to the thread's full event stream (a thread page, an SSE
     or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""
@@ -305,6 +327,8 @@ def thread_stream_listened(thread_id: Any) -> bool:
         # thread, rather than through the publisher's loop and again for the log.
         since = int(time.time()) - layer.group_expiry
         return eventlog.stream_listened(layer._group_key(group), since, thread_id)
+    if _expected.get(str(thread_id), 0.0) > time.monotonic():
+        return True
     # A resumable stream's client may be reconnecting (a web restart): keep its events.
     return groups_listened([group]) or eventlog.is_resumable(thread_id)
 

@@ -129,6 +129,10 @@ class _Hub:
             del self.waiters[group]
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(group, self.channel)
+        # The server's own loop lives as long as the process: its hub keeps listening
+        # for the next waiter instead of stopping and starting again for every request.
+        if asyncio.get_running_loop() is events.publisher.server_loop:
+            return
         # Checked and flagged without an await in between, so no waiter can join a
         # hub that is about to stop (add() only picks hubs that are not stopping).
         if not self.waiters and not self.stopping:

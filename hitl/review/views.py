@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -14,7 +15,7 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
-from hitl.core import services
+from hitl.core import events, services
 from hitl.core.models import Artifact, HumanInterrupt, Thread
 from hitl.core.selectors import (
     user_can_review,
@@ -102,12 +103,16 @@ def thread_new(request):
     )
     if request.method == "POST" and form.is_valid():
         try:
-            run = services.run_start(
-                graph=form.cleaned_data["graph"],
-                input=form.start_input(),
-                title=form.cleaned_data["title"],
-                user=request.user,
-            )
+            # The run is sent once this commits: by then its thread counts as watched,
+            # so the worker streams its events for the page the browser opens next.
+            with transaction.atomic():
+                run = services.run_start(
+                    graph=form.cleaned_data["graph"],
+                    input=form.start_input(),
+                    title=form.cleaned_data["title"],
+                    user=request.user,
+                )
+                events.expect_listener(run.thread_id)
         except services.ServiceError as exc:
             form.add_error(None, exc.message)
         else:

@@ -126,3 +126,50 @@ def test_a_message_for_several_groups_reaches_each_listening_group_once():
     # One copy per group a channel is in, none for the empty group.
     assert [m["status"] for m in to_first] == ["done", "done"]
     assert [m["status"] for m in to_second] == ["done"]
+
+
+def test_a_page_about_to_open_counts_as_listening(settings):
+    # The start form marks its new thread before the run is sent (review/views.py).
+    with_redis, without_redis = uuid.uuid4(), uuid.uuid4()
+    events.expect_listener(with_redis)
+    assert events.thread_stream_listened(with_redis) is True
+    settings.REDIS_URL = ""  # the embedded server: the mark stays in this process
+    events.expect_listener(without_redis)
+    assert events.thread_stream_listened(without_redis) is True
+    assert str(with_redis) not in events._expected  # that one went to Redis
+
+
+def test_a_thread_nobody_expects_is_not_listened():
+    assert events.thread_stream_listened(uuid.uuid4()) is False
+
+
+def test_the_servers_loop_keeps_one_hub_for_every_waiter():
+    from hitl.core import waiting
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        events.publisher.bind_loop(loop)  # as hitl.asgi does for the server's loop
+        try:
+            async with ThreadSubscription(uuid.uuid4(), status_only=True):
+                first = waiting._hubs.get(loop)
+            async with ThreadSubscription(uuid.uuid4(), status_only=True):
+                second = waiting._hubs.get(loop)
+            kept = first is second and not first.stopping and not first.task.done()
+            await first.layer.send(first.channel, {"type": first.STOP})  # end it here
+            await asyncio.wait([first.task], timeout=5)
+            return kept
+        finally:
+            events.publisher.bind_loop(None)
+
+    assert asyncio.run(scenario()) is True
+
+
+def test_another_loops_hub_stops_with_its_last_waiter():
+    from hitl.core import waiting
+
+    async def scenario():
+        async with ThreadSubscription(uuid.uuid4(), status_only=True):
+            hub = waiting._hubs.get(asyncio.get_running_loop())
+        return hub.stopping and hub.task.done()
+
+    assert asyncio.run(scenario()) is True
