@@ -61,9 +61,12 @@ def _drop_if_moved() -> None:
 
 @contextlib.contextmanager
 def fresh() -> Iterator[None]:
-    """Check the shared generation once for everything read inside the block."""
-    if getattr(_local, "depth", 0) == 0:
-        _drop_if_moved()
+    """Check the shared generation once for everything read inside the block (at the
+    first read: a block that reads nothing, a run that ended without a pause, costs
+    nothing)."""
+    outer = getattr(_local, "depth", 0) == 0
+    if outer:
+        _local.checked = False
     _local.depth = getattr(_local, "depth", 0) + 1
     try:
         yield
@@ -75,6 +78,9 @@ def get(key: str, load: Callable[[], Any]) -> Any:
     """The cached value of `key`, loaded with `load()` when missing or stale."""
     if getattr(_local, "depth", 0) == 0:
         _drop_if_moved()
+    elif not getattr(_local, "checked", False):
+        _drop_if_moved()
+        _local.checked = True
     now = time.monotonic()
     with _lock:
         hit = _values.get(key)
