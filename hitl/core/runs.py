@@ -18,7 +18,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import contract
-from hitl.core import audit, confcache, events, quorum, rules
+from hitl.core import audit, confcache, events, pgpaths, quorum, rules
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, Run, Thread
 from hitl.core.retry import retry_transient
 from hitl.core.selectors import default_reviewer_group, group_named, group_policy
@@ -32,6 +32,18 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
     """Take the lease on a run. Returns (run, 0) when claimed, (None, 0) when there is
     nothing to do, or (None, seconds) when another worker holds a live lease."""
     now = timezone.now()
+    expires = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+    if pgpaths.available():
+        run = pgpaths.run_claim(
+            run_id=run_id,
+            worker=worker,
+            now=now,
+            expires=expires,
+            max_attempts=settings.HITL_RUN_MAX_ATTEMPTS,
+        )
+        if run is not None:
+            return run, 0.0
+        # Not claimable as it stands: the locked read below tells why.
     with transaction.atomic():
         run = (
             Run.objects.select_for_update().select_related("thread").filter(pk=run_id).one_or_none()
@@ -50,7 +62,7 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
         if not exhausted:
             run.status = Run.Status.RUNNING
             run.lease_owner = worker
-            run.lease_expires_at = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+            run.lease_expires_at = expires
             run.attempts += 1
             # Only a run never claimed before can skip looking for its own checkpoints.
             run.first_claim = run.started_at is None
