@@ -59,7 +59,7 @@ def _claim_sql() -> str:
             INSERT INTO "{AuditEvent._meta.db_table}"
                 (created_at, kind, thread_id, run_id, interrupt_id, actor_id, data)
             SELECT %(now)s, %(kind)s, c.thread_id, c.id, NULL, c.created_by_id,
-                   jsonb_build_object('run_kind', c.kind, 'attempt', c.attempts,
+                   json_build_object('run_kind', c.kind, 'attempt', c.attempts,
                                       'worker', %(worker)s::text)
             FROM c
         )
@@ -92,3 +92,77 @@ def run_claim(*, run_id: Any, worker: str, now: datetime, expires: datetime, max
     run.thread = _instance(Thread, thread_fields, row[split : split + len(thread_fields)])
     run.first_claim = row[-1]
     return run
+
+
+@cache
+def _finish_sql(audited: bool) -> str:
+    _, run_cols = _columns(Run, "r")
+    _, thread_cols = _columns(Thread, "th")
+    # Thread first, then run, as every service that changes a thread locks them: `r`
+    # reads `t`, so the thread's row lock is taken before the run's.
+    audit = f"""
+        , a AS (
+            INSERT INTO "{AuditEvent._meta.db_table}"
+                (created_at, kind, thread_id, run_id, interrupt_id, actor_id, data)
+            SELECT %(now)s, %(kind)s, r.thread_id, r.id, NULL, NULL,
+                   json_build_object('status', r.status, 'interrupts', 0,
+                                      'attempt', r.attempts)
+            FROM r
+        )"""
+    return f"""
+        WITH t AS (
+            SELECT id FROM "{Thread._meta.db_table}" WHERE id = %(thread_id)s FOR UPDATE
+        ), r AS (
+            UPDATE "{Run._meta.db_table}" SET
+                status = %(status)s, result = %(result)s, finished_at = %(now)s,
+                lease_owner = '', lease_expires_at = NULL
+            WHERE id = %(run_id)s AND thread_id = (SELECT id FROM t)
+              AND status = %(running)s AND lease_owner = %(worker)s
+            RETURNING *
+        ), th AS (
+            UPDATE "{Thread._meta.db_table}" SET status = %(thread_status)s, updated_at = %(now)s
+            WHERE id = (SELECT thread_id FROM r)
+            RETURNING *
+        ){audit if audited else ""}
+        SELECT {run_cols}, {thread_cols} FROM r, th
+    """
+
+
+def run_finish_mark(
+    *,
+    run_id: Any,
+    thread_id: Any,
+    worker: str,
+    status: str,
+    thread_status: str,
+    result: Any,
+    now: datetime,
+    audited: bool,
+) -> tuple[Thread, Run] | None:
+    """Lock the thread, then mark its run ended (and the thread's new status) in one
+    statement, if the run is still this worker's; None when it was cancelled or taken
+    over. With `audited` the statement also appends the run's `run.finished` event
+    (for an end with no interrupt rows). Call it inside the finishing transaction."""
+    params = {
+        "run_id": run_id,
+        "thread_id": thread_id,
+        "worker": worker,
+        "status": status,
+        "thread_status": thread_status,
+        "result": Run._meta.get_field("result").get_db_prep_value(result, connection),
+        "now": now,
+        "running": Run.Status.RUNNING,
+        "kind": AuditEvent.Kind.RUN_FINISHED,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_finish_sql(audited), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    run_fields, _ = _columns(Run, "r")
+    thread_fields, _ = _columns(Thread, "th")
+    split = len(run_fields)
+    run = _instance(Run, run_fields, row[:split])
+    thread = _instance(Thread, thread_fields, row[split:])
+    run.thread = thread
+    return thread, run

@@ -194,15 +194,35 @@ def run_finish(
     now = timezone.now()
     created: list[HumanInterrupt] = []
     # Groups, policies and rules as of now, read once for all of this run's interrupts.
+    status = Run.Status.INTERRUPTED if interrupts else Run.Status.SUCCESS
+    thread_status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
+    # On PostgreSQL one statement locks, checks and marks the end (and, with nothing
+    # paused, appends its audit event); elsewhere the ORM does it below.
+    marked = pgpaths.available() and thread_id is not None
     with confcache.fresh(), transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id, thread_id)
-        if (
-            thread is None
-            or run is None
-            or run.status != Run.Status.RUNNING
-            or run.lease_owner != worker
-        ):
-            return None  # cancelled, or another worker took over: its outcome counts
+        if marked:
+            locked = pgpaths.run_finish_mark(
+                run_id=run_id,
+                thread_id=thread_id,
+                worker=worker,
+                status=status,
+                thread_status=thread_status,
+                result=result,
+                now=now,
+                audited=not interrupts,
+            )
+            if locked is None:
+                return None  # cancelled, or another worker took over: its outcome counts
+            thread, run = locked
+        else:
+            thread, run = _lock_thread_and_run(run_id, thread_id)
+            if (
+                thread is None
+                or run is None
+                or run.status != Run.Status.RUNNING
+                or run.lease_owner != worker
+            ):
+                return None  # cancelled, or another worker took over: its outcome counts
         # A redelivered run finds the rows it made before: no duplicates. The thread
         # lock serializes attempts, so reading then inserting cannot race.
         existing = set(
@@ -242,40 +262,42 @@ def run_finish(
                         )
                     )
         HumanInterrupt.objects.bulk_create(created)
-        run.status = Run.Status.INTERRUPTED if interrupts else Run.Status.SUCCESS
-        run.result = result
-        run.finished_at = now
-        run.lease_owner = ""
-        run.lease_expires_at = None
-        run.save(
-            update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"]
-        )
-        thread.status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
-        thread.save(update_fields=["status", "updated_at"])
-        audit.audit_bulk(
-            [
-                *(
+        if not marked:
+            run.status = status
+            run.result = result
+            run.finished_at = now
+            run.lease_owner = ""
+            run.lease_expires_at = None
+            run.save(
+                update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"]
+            )
+            thread.status = thread_status
+            thread.save(update_fields=["status", "updated_at"])
+        if not marked or interrupts:
+            audit.audit_bulk(
+                [
+                    *(
+                        audit.audit_event(
+                            kind=audit.Kind.INTERRUPT_CREATED,
+                            thread=thread,
+                            run=run,
+                            interrupt=row,
+                            data=audit.interrupt_summary(row),
+                        )
+                        for row in created
+                    ),
                     audit.audit_event(
-                        kind=audit.Kind.INTERRUPT_CREATED,
+                        kind=audit.Kind.RUN_FINISHED,
                         thread=thread,
                         run=run,
-                        interrupt=row,
-                        data=audit.interrupt_summary(row),
-                    )
-                    for row in created
-                ),
-                audit.audit_event(
-                    kind=audit.Kind.RUN_FINISHED,
-                    thread=thread,
-                    run=run,
-                    data={
-                        "status": run.status,
-                        "interrupts": len(created),
-                        "attempt": run.attempts,
-                    },
-                ),
-            ]
-        )
+                        data={
+                            "status": run.status,
+                            "interrupts": len(created),
+                            "attempt": run.attempts,
+                        },
+                    ),
+                ]
+            )
         # Rules may decide some of them now (and queue the resume run).
         rules.rules_apply(thread=thread, rows=created)
         events.emit_run_ended(run)
