@@ -79,12 +79,15 @@ def run_start(
     checkpoint_id: str = "",
     stream_modes: list[str] | None = None,
     stream_subgraphs: bool = False,
+    thread_locked: bool = False,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
     A thread that has never run takes the run's graph (one created by the API first).
     With `checkpoint_id` the run goes on from that earlier checkpoint of the thread (an
     empty input continues it; an input is applied to its state), forking its history.
+    `thread_locked`: the caller read `thread` with select_for_update in its own
+    transaction, so it is current and is not read again.
     """
     if graph not in registry.targets:
         raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
@@ -120,7 +123,8 @@ def run_start(
                 status=Thread.Status.BUSY,
             )
         else:
-            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            if not thread_locked:
+                thread = Thread.objects.select_for_update().get(pk=thread.pk)
             if not user_can_view_thread(user, thread):
                 raise NotFound("No such thread.")
             if thread.graph != graph:
@@ -198,6 +202,15 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
 # --- deciding ---------------------------------------------------------------------
 
 
+def interrupt_rows_for_update(thread_id: Any):
+    """A thread's interrupt rows, locked, with what answering one reads of them."""
+    return (
+        HumanInterrupt.objects.select_for_update(of=("self",))
+        .select_related("responded_by", "reviewer_group", "run")
+        .filter(thread_id=thread_id)
+    )
+
+
 def _request_of(row: HumanInterrupt) -> contract.Request:
     _, requests = contract.requests_for(row.raw_value, row.response_schema)
     request = requests[row.position] if row.position < len(requests) else requests[0]
@@ -222,6 +235,7 @@ def interrupt_resolve(
     approval_round: int | None = None,
     lenient: bool = False,
     respect_claim: bool = False,
+    locked: tuple[Thread, HumanInterrupt] | None = None,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -234,7 +248,9 @@ def interrupt_resolve(
     thread resumes only when the grace period ends; until then `interrupt_undo` takes
     it back. `lenient` reads an edit's string values as the types its schema asks for
     (string-sending clients such as the Agent Inbox). With `respect_claim` an item that
-    someone else claimed ("I'm on it") is refused with a 409 naming them.
+    someone else claimed ("I'm on it") is refused with a 409 naming them. `locked` is
+    (thread, row) as the caller read them with select_for_update in its own open
+    transaction (the row with its responded_by, reviewer_group and run): not read again.
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -244,6 +260,8 @@ def interrupt_resolve(
         interrupt_id = uuid.UUID(str(interrupt_id))
     except ValueError:
         raise NotFound("No such interrupt.") from None
+    if locked is not None:
+        thread_id = locked[0].pk
     if thread_id is None:
         thread_id = (
             HumanInterrupt.objects.filter(pk=interrupt_id)
@@ -253,15 +271,13 @@ def interrupt_resolve(
     if thread_id is None:
         raise NotFound("No such interrupt.")
     with transaction.atomic(savepoint=savepoint):
-        # Lock the thread first: decisions on one thread are serialized, so exactly one
-        # of them sees "nothing left pending" and enqueues the resume.
-        thread = Thread.objects.select_for_update().get(pk=thread_id)
-        row = (
-            HumanInterrupt.objects.select_for_update(of=("self",))
-            .select_related("responded_by", "reviewer_group", "run")
-            .filter(pk=interrupt_id, thread_id=thread_id)
-            .one_or_none()
-        )
+        if locked is not None and locked[1].pk == interrupt_id:
+            thread, row = locked
+        else:
+            # Lock the thread first: decisions on one thread are serialized, so exactly
+            # one of them sees "nothing left pending" and enqueues the resume.
+            thread = Thread.objects.select_for_update().get(pk=thread_id)
+            row = interrupt_rows_for_update(thread_id).filter(pk=interrupt_id).one_or_none()
         if row is None:
             raise NotFound("No such interrupt.")
         if not user_can_review(user, row):

@@ -39,11 +39,14 @@ def paused_run(manual_runs, requester, idle_thread):
 def test_starting_a_run_on_an_api_thread_stays_lean(
     requester, idle_thread, django_assert_max_num_queries
 ):
-    with django_assert_max_num_queries(6):
+    # As /langgraph does it: the thread is read once, locked, for the whole start.
+    with django_assert_max_num_queries(6) as captured:
         run = lg_services.run_create(
-            user=requester, assistant_id="approval", thread=idle_thread, input={}
+            user=requester, assistant_id="approval", thread_id=idle_thread.pk, input={}
         )
     assert run.status == "queued" and Thread.objects.get(pk=idle_thread.pk).graph == "approval"
+    thread_reads = [q["sql"] for q in captured.captured_queries if 'FROM "hitl_thread"' in q["sql"]]
+    assert len(thread_reads) == 1 and "FOR UPDATE" in thread_reads[0]
 
 
 def test_claiming_a_run_stays_lean(requester, idle_thread, django_assert_max_num_queries):
@@ -113,15 +116,20 @@ def test_answering_an_interrupt_stays_lean(paused_run, reviewer, django_assert_m
 def test_resuming_through_the_langgraph_api_stays_lean(
     paused_run, reviewer, django_assert_num_queries
 ):
-    # runs.wait(command={"resume": ...}): read the pending rows once, answer them with
-    # their thread known, and create the resume run with its metadata and webhook.
-    # 11 with the savepoint of run_create's transaction in the test's (22, then 15 before).
-    thread = Thread.objects.get(pk=paused_run.thread_id)
-    with django_assert_num_queries(11) as captured:
+    # runs.wait(command={"resume": ...}): lock the thread and read its pending rows
+    # locked, once; answer them as read, and create the resume run with its metadata
+    # and webhook. 10 with the savepoint of run_create's transaction in the test's and
+    # the reviewer's look at the thread (an item of their group on it?): 22, 15, then 13
+    # before, counting the thread's read by the view. The reviewer's permissions are
+    # loaded first, as any earlier check in the request loads them.
+    from hitl.core.selectors import user_can_view_thread
+
+    assert user_can_view_thread(reviewer, Thread.objects.get(pk=paused_run.thread_id))
+    with django_assert_num_queries(10) as captured:
         run = lg_services.run_create(
             user=reviewer,
             assistant_id="approval",
-            thread=thread,
+            thread_id=paused_run.thread_id,
             command={"resume": {"type": "accept"}},
             metadata={"source": "test"},
         )
@@ -130,7 +138,10 @@ def test_resuming_through_the_langgraph_api_stays_lean(
         q["sql"] for q in captured.captured_queries if 'FROM "hitl_humaninterrupt"' in q["sql"]
     ]
     assert sum("\"status\" = 'pending'" in sql for sql in reads) == 1  # pending rows, once
+    assert all("FOR UPDATE" in sql for sql in reads if "'pending'" in sql)  # locked as read
     assert not any("NOT (" in sql for sql in reads)  # no look for answered ones
+    thread_reads = [q["sql"] for q in captured.captured_queries if 'FROM "hitl_thread"' in q["sql"]]
+    assert len(thread_reads) == 1  # the thread, once, locked
 
 
 def test_lookups_by_primary_key_compile_no_order_by(

@@ -109,22 +109,15 @@ def _create_run(
     if body.interrupt_before or body.interrupt_after:
         raise services.Invalid("interrupt_before/interrupt_after are not supported.")
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
-    thread = None
-    new_thread_id = thread_id if stateless else None
-    if not stateless:
-        assert thread_id is not None
-        thread = Thread.objects.filter(pk=thread_id).one_or_none()
-        if thread is None and body.if_not_exists == "create":
-            new_thread_id = thread_id
-        elif thread is None or not user_can_view_thread(request.user, thread):
-            raise services.NotFound(f"Thread {thread_id} not found.")
     # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
     command = body.command.dict(exclude_unset=True) if body.command is not None else None
     return lg_services.run_create(
         user=request.user,
         assistant_id=body.assistant_id,
-        thread=thread,
-        new_thread_id=new_thread_id,
+        # A thread's run is created under the thread's lock, read once for all of it.
+        thread_id=None if stateless else thread_id,
+        if_not_exists=body.if_not_exists,
+        new_thread_id=thread_id if stateless else None,
         input=body.input,
         command=command,
         metadata=body.metadata,

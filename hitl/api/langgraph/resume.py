@@ -126,9 +126,12 @@ def _looks_like_id(key: str) -> bool:
     return bool(_ID.fullmatch(key.lower()))
 
 
-def _pending_by_interrupt(thread: Thread) -> dict[str, list[HumanInterrupt]]:
+def _pending_by_interrupt(thread: Thread, *, lock: bool = False) -> dict[str, list[HumanInterrupt]]:
+    """The thread's pending rows by interrupt; with `lock`, locked for answering them
+    (the caller holds the thread's lock in its open transaction)."""
+    rows = services.interrupt_rows_for_update(thread.pk) if lock else thread.interrupts
     groups: dict[str, list[HumanInterrupt]] = {}
-    for row in thread.interrupts.pending().order_by("created_at", "interrupt_id", "position"):
+    for row in rows.pending().order_by("created_at", "interrupt_id", "position"):
         groups.setdefault(row.interrupt_id, []).append(row)
     return groups
 
@@ -165,9 +168,11 @@ def _resolve_all(
     run_fields: dict[str, Any] | None = None,
     lenient: bool = False,
     partial: bool = False,
+    locked: bool = False,
 ) -> Run:
     """Answer every row of `plan` in one transaction. `groups` are the thread's pending
-    rows as read for the plan (each answer locks and checks its row again).
+    rows as read for the plan (each answer locks and checks its row again, unless
+    `locked`: the thread and the rows were read locked in the caller's transaction).
 
     With `partial`, rows outside the plan may stay pending: the thread resumes once they
     are answered too, and until then the paused run is returned (still interrupted).
@@ -194,6 +199,7 @@ def _resolve_all(
                 run_fields=run_fields,
                 savepoint=False,
                 lenient=lenient,
+                locked=(thread, row) if locked else None,
             )
             run = answered.resume_run or run
     if run is None and partial and missing:
@@ -229,16 +235,19 @@ def resume_command(
     resume: Any,
     run_fields: dict[str, Any] | None = None,
     lenient: bool = False,
+    thread_locked: bool = False,
 ) -> Run:
     """Answer a thread's pending interrupts from a LangGraph `Command(resume=...)` value.
 
     `resume` is either one value (when exactly one interrupt is pending) or a map
     {interrupt_id: value}; the interrupt ids are the ones in the thread's `interrupts`.
     Edits are read leniently (strings as the schema's types) when the client asks
-    for it or the value has the Agent Inbox's list form.
+    for it or the value has the Agent Inbox's list form. `thread_locked`: the caller
+    read `thread` with select_for_update in its open transaction; the pending rows are
+    then read locked too, once, and answered as read.
     """
     lenient = lenient or is_inbox_form(resume)
-    groups = _pending_by_interrupt(thread)
+    groups = _pending_by_interrupt(thread, lock=thread_locked)
     if resume is None or resume == {} or resume == []:
         raise services.Invalid(
             "command.resume is empty: send the answer (a HumanResponse {type, args}) or a map "
@@ -266,6 +275,7 @@ def resume_command(
                 run_fields=run_fields,
                 lenient=lenient,
                 partial=True,  # a map may answer some interrupts; the rest stay pending
+                locked=thread_locked,
             )
         unknown = [k for k in resume if k not in known]
         if len(unknown) < len(resume) or all(_looks_like_id(k) for k in unknown):
@@ -291,7 +301,13 @@ def resume_command(
     (rows,) = groups.values()
     plan = answers_for_interrupt(rows, resume)
     return _resolve_all(
-        thread=thread, user=user, plan=plan, groups=groups, run_fields=run_fields, lenient=lenient
+        thread=thread,
+        user=user,
+        plan=plan,
+        groups=groups,
+        run_fields=run_fields,
+        lenient=lenient,
+        locked=thread_locked,
     )
 
 

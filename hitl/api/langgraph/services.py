@@ -109,11 +109,15 @@ def run_create(
     checkpoint_id: str | None = None,
     stream_modes: list[str] | None = None,
     stream_subgraphs: bool = False,
+    thread_id: uuid.UUID | None = None,
+    if_not_exists: str | None = None,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
-    Without `thread`, a thread is created (with `new_thread_id` when given). The
-    whole call is one transaction: a refused resume leaves no thread behind.
+    Without `thread`, a thread is created (with `new_thread_id` when given). With
+    `thread_id` instead, the thread is read and locked in this call's transaction (a
+    thread the user cannot see is a 404; `if_not_exists="create"` creates a missing
+    one). The whole call is one transaction: a refused resume leaves no thread behind.
     """
     graph = graph_for_assistant(assistant_id)
     metadata = _check_metadata(metadata)
@@ -140,6 +144,15 @@ def run_create(
                 "earlier checkpoint with input instead."
             )
     with transaction.atomic():
+        locked = False
+        if thread_id is not None:
+            # Read once, locked: the run's start or the answers need the lock anyway.
+            thread = Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
+            if thread is None and if_not_exists == "create":
+                new_thread_id = thread_id
+            elif thread is None or not user_can_view_thread(user, thread):
+                raise services.NotFound(f"Thread {thread_id} not found.")
+            locked = thread is not None
         if thread is None:
             thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
         if checkpoint_id:
@@ -155,6 +168,7 @@ def run_create(
                 checkpoint_id=checkpoint_id or "",
                 stream_modes=stream_modes,
                 stream_subgraphs=stream_subgraphs,
+                thread_locked=locked,
             )
         if thread.graph != graph:
             raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
@@ -162,7 +176,12 @@ def run_create(
         if stream_modes:
             fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
         return resume_command(
-            thread=thread, user=user, resume=command["resume"], run_fields=fields, lenient=lenient
+            thread=thread,
+            user=user,
+            resume=command["resume"],
+            run_fields=fields,
+            lenient=lenient,
+            thread_locked=locked,
         )
 
 
