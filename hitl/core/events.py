@@ -455,10 +455,13 @@ def publish_thread_changed(
     # A receiver in both thread groups gets two copies; the id lets it drop one. The
     # waiters' copy goes first: a hub in both groups keeps the one that carries run_end.
     eid = uuid.uuid4().hex
-    waiters: dict[str, Any] = {**message, "eid": eid}
-    if run_end is not None:
-        waiters["run_end"] = run_end
-    publish([thread_status_group(thread_id)], waiters)
+    # Status-only waiters wait for an end (waiting.is_run_end); a run's start would only
+    # wake them for nothing. Whoever waits for "busy" listens on the thread group.
+    if status != "busy" or run_ended:
+        waiters: dict[str, Any] = {**message, "eid": eid}
+        if run_end is not None:
+            waiters["run_end"] = run_end
+        publish([thread_status_group(thread_id)], waiters)
     publish(groups, {**message, "eid": eid})
 
 

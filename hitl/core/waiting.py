@@ -81,7 +81,8 @@ class _Hub:
     def _dispatch(self, message: dict[str, Any]) -> None:
         thread_id = str(message.get("thread_id"))
         targets = set(self.waiters.get(events.thread_group(thread_id), ()))
-        if message.get("type") == "thread.changed":
+        if message.get("type") == "thread.changed" and is_run_end(message):
+            # (A run's start is not for status waiters, whichever group it came by.)
             eid = message.get("eid")
             if eid is not None:
                 if eid in self.seen:
@@ -335,7 +336,9 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
     """Return the thread's status once it is one of `statuses`, or its status at timeout."""
     wanted = set(statuses)
     last: Any = UNREAD
-    async with ThreadSubscription(thread_id, status_only=True) as sub:
+    # A run's start ("busy") is announced on the thread's full group only.
+    status_only = Thread.Status.BUSY not in wanted
+    async with ThreadSubscription(thread_id, status_only=status_only) as sub:
         deadline = time.monotonic() + timeout
         while True:
             status = await _read(

@@ -173,3 +173,57 @@ def test_another_loops_hub_stops_with_its_last_waiter():
         return hub.stopping and hub.task.done()
 
     assert asyncio.run(scenario()) is True
+
+
+def test_a_runs_start_wakes_no_status_waiter_but_reaches_the_thread_group():
+    # Status waiters wait for an end; a start only reaches those listening to the thread.
+    thread_id = uuid.uuid4()
+
+    async def scenario():
+        async with (
+            ThreadSubscription(thread_id) as full,
+            ThreadSubscription(thread_id, status_only=True) as status,
+        ):
+            for change in ({"status": "busy"}, {"status": "busy", "run_ended": True}, {}):
+                events.publish_thread_changed(
+                    thread_id=thread_id,
+                    status=change.get("status", "interrupted"),
+                    requester_id=None,
+                    run_ended=change.get("run_ended", False),
+                )
+            await asyncio.to_thread(events.publisher.flush)
+            return await _drain(full, 0.5), await _drain(status, 0.2)
+
+    full_got, status_got = asyncio.run(scenario())
+    assert [(m["status"], m.get("run_ended", False)) for m in full_got] == [
+        ("busy", False),
+        ("busy", True),
+        ("interrupted", False),
+    ]
+    assert [(m["status"], m.get("run_ended", False)) for m in status_got] == [
+        ("busy", True),
+        ("interrupted", False),
+    ]
+
+
+def test_waiting_for_a_thread_to_become_busy_hears_its_runs_start(transactional_db, requester):
+    import threading
+
+    from hitl.core.models import Thread
+    from hitl.core.waiting import thread_wait_for_status
+
+    thread = Thread.objects.create(graph="approval", requester=requester, status="idle")
+
+    def start() -> None:
+        Thread.objects.filter(pk=thread.pk).update(status="busy")
+        events.publish_thread_changed(thread_id=thread.pk, status="busy", requester_id=None)
+
+    async def scenario():
+        threading.Timer(0.5, start).start()
+        began = asyncio.get_running_loop().time()
+        status = await thread_wait_for_status(thread.pk, ["busy"], 10)
+        return status, asyncio.get_running_loop().time() - began
+
+    status, waited = asyncio.run(scenario())
+    # Heard at once, not at the waiter's periodic re-read (5 s).
+    assert status == "busy" and waited < 3
