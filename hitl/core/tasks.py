@@ -255,6 +255,18 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         heartbeat.stop_event.set()
 
 
+def _keep_connection_unless_failed() -> None:
+    """Keep this worker process's database connection from one run to the next.
+
+    Handing it back to the pool after every run and taking it again costs a health
+    check round trip per run. A connection that saw an error goes back (the pool
+    checks it); one the server dropped since is found by the run's first statement,
+    the claim, which retries on a fresh connection (retry_transient).
+    """
+    if connection.connection is not None and connection.errors_occurred:
+        connection.close()
+
+
 @shared_task(
     # The name predates the layout; queued messages and routes use it.
     name="hitl.tasks.run_execute",
@@ -267,7 +279,7 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
 )
 def run_execute(self, run_id: str) -> str:
     """Execute a run on a Celery worker (ids only, JSON)."""
-    close_old_connections()
+    _keep_connection_unless_failed()
     outcome, retry_after = execute_run(run_id, worker=worker_id())
     if retry_after:
         # Another worker holds a live lease (look again once it could have expired), or
