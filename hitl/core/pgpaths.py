@@ -166,3 +166,55 @@ def run_finish_mark(
     thread = _instance(Thread, thread_fields, row[split:])
     run.thread = thread
     return thread, run
+
+
+def _insert_values(obj: Model, prefix: str) -> tuple[str, str, dict[str, Any]]:
+    """(columns, typed placeholders, params) to insert `obj` as the ORM would."""
+    fields = list(type(obj)._meta.concrete_fields)
+    params = {
+        f"{prefix}{i}": f.get_db_prep_save(f.pre_save(obj, True), connection)
+        for i, f in enumerate(fields)
+    }
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    placeholders = ", ".join(
+        f"%({prefix}{i})s::{f.db_type(connection)}" for i, f in enumerate(fields)
+    )
+    return columns, placeholders, params
+
+
+def run_insert_with_thread(
+    *, run: Run, thread: Thread, fields: list[str], only_if_no_runs: bool = False
+) -> bool:
+    """Insert `run` and save `fields` of its thread (locked by the caller) in one
+    statement. With `only_if_no_runs` nothing is written if the thread has a run
+    already; returns whether the run was inserted."""
+    sets, params = [], {"thread_id": thread.pk}
+    for i, name in enumerate(fields):
+        field = Thread._meta.get_field(name)
+        params[f"t{i}"] = field.get_db_prep_save(field.pre_save(thread, False), connection)
+        sets.append(f'"{field.column}" = %(t{i})s')
+    guard = (
+        f' AND NOT EXISTS (SELECT 1 FROM "{Run._meta.db_table}" WHERE thread_id = %(thread_id)s)'
+        if only_if_no_runs
+        else ""
+    )
+    columns, placeholders, run_params = _insert_values(run, "r")
+    params.update(run_params)
+    sql = f"""
+        WITH th AS (
+            UPDATE "{Thread._meta.db_table}" SET {", ".join(sets)}
+            WHERE id = %(thread_id)s{guard}
+            RETURNING id
+        ), r AS (
+            INSERT INTO "{Run._meta.db_table}" ({columns}) SELECT {placeholders} FROM th
+            RETURNING id
+        )
+        SELECT count(*) FROM r
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted = cursor.fetchone()[0] == 1
+    if inserted:
+        run._state.adding, run._state.db = False, connection.alias
+        thread._state.db = connection.alias
+    return inserted

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents import contract
 from hitl import logcontext
-from hitl.core import audit, claims, dispatch, events, quorum
+from hitl.core import audit, claims, dispatch, events, pgpaths, quorum
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
@@ -113,6 +113,7 @@ def run_start(
         )
     # No savepoint: inside a caller's transaction a failure here undoes all of it anyway.
     with transaction.atomic(savepoint=False):
+        new_thread = thread is None
         if thread is None:
             thread = Thread.objects.create(
                 graph=graph,
@@ -122,22 +123,7 @@ def run_start(
                 metadata=metadata or {},
                 status=Thread.Status.BUSY,
             )
-        else:
-            if not thread_locked:
-                thread = Thread.objects.select_for_update().get(pk=thread.pk)
-            if not user_can_view_thread(user, thread):
-                raise NotFound("No such thread.")
-            if thread.graph != graph:
-                if thread.runs.exists():
-                    raise Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
-                thread.graph = graph
-            if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
-                raise Conflict(
-                    f"The thread is {thread.status}; answer or cancel it before starting a new run."
-                )
-            thread.status = Thread.Status.BUSY
-            thread.save(update_fields=["graph", "status", "updated_at"])
-        run = Run.objects.create(
+        run = Run(
             thread=thread,
             kind=Run.Kind.START,
             input=input,
@@ -149,6 +135,37 @@ def run_start(
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )
+        if new_thread:
+            run.save(force_insert=True)
+        else:
+            if not thread_locked:
+                thread = Thread.objects.select_for_update().get(pk=thread.pk)
+                run.thread = thread
+            if not user_can_view_thread(user, thread):
+                raise NotFound("No such thread.")
+            if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
+                raise Conflict(
+                    f"The thread is {thread.status}; answer or cancel it before starting a new run."
+                )
+            # A thread that has never run takes the run's graph; one that ran keeps its own.
+            bound, was = thread.graph, thread.status
+            thread.graph, thread.status = graph, Thread.Status.BUSY
+            if pgpaths.available():
+                # The thread's change and the run's insert in one statement.
+                started = pgpaths.run_insert_with_thread(
+                    run=run,
+                    thread=thread,
+                    fields=["graph", "status", "updated_at"],
+                    only_if_no_runs=bound != graph,
+                )
+            else:
+                started = bound == graph or not thread.runs.exists()
+                if started:
+                    thread.save(update_fields=["graph", "status", "updated_at"])
+                    run.save(force_insert=True)
+            if not started:
+                thread.graph, thread.status = bound, was
+                raise Invalid(f"This thread runs graph {bound!r}, not {graph!r}.")
         _announce_thread(thread)
         _enqueue(run)
     return run

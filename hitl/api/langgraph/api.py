@@ -400,14 +400,15 @@ def thread_history_get(
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = _create_run(request, body, thread_id, stateless=False)
     _name_run(request, response, run)
-    return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
+    # The run as created (LangGraph answers "pending"), not as a worker may have it now.
+    return serializers.run_json(run)
 
 
 @api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = _create_run(request, body, None, stateless=True)
     _name_run(request, response, run)
-    return serializers.run_json(Run.objects.select_related("thread").get(pk=run.pk))
+    return serializers.run_json(run)
 
 
 # Literal paths before /runs/{run_id}: path ids are plain strings (validated as UUIDs
@@ -562,8 +563,7 @@ def runs_create_batch(request, body: list[RunCreateIn]):
         raise services.Invalid(f"Send from 1 to {MAX_BATCH} runs.")
     with transaction.atomic():
         runs = [_create_run(request, item, None, stateless=True) for item in body]
-    fresh = Run.objects.select_related("thread").in_bulk([r.pk for r in runs])
-    return [serializers.run_json(fresh[r.pk]) for r in runs]
+    return [serializers.run_json(run) for run in runs]
 
 
 @api.post("/runs/wait", response={200: dict, 408: Error, **ERRORS}, tags=["runs"])
