@@ -104,6 +104,11 @@ def interrupt_summary(row: HumanInterrupt) -> dict[str, Any]:
     }
 
 
+def interrupt_created_data(row: HumanInterrupt) -> dict[str, Any]:
+    """An `interrupt.created` event's data, as stored."""
+    return _jsonable(interrupt_summary(row))
+
+
 # --- reads ---------------------------------------------------------------------------
 
 

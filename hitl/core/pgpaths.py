@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Model
 
-from hitl.core.models import AuditEvent, Run, Thread
+from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 
 def available() -> bool:
@@ -217,4 +217,63 @@ def run_insert_with_thread(
     if inserted:
         run._state.adding, run._state.db = False, connection.alias
         thread._state.db = connection.alias
+    return inserted
+
+
+def interrupts_insert(
+    *, rows: list[HumanInterrupt], summaries: list[dict[str, Any]], run: Run, now: datetime
+) -> set[Any]:
+    """Insert a paused run's interrupt rows, skipping those an earlier attempt made, with
+    an `interrupt.created` event for each new one and the run's `run.finished` event,
+    in one statement. Returns the ids of the rows inserted."""
+    if not rows:
+        return set()
+    params: dict[str, Any] = {
+        "now": now,
+        "thread_id": run.thread_id,
+        "run_id": run.pk,
+        "status": run.status,
+        "attempt": run.attempts,
+        "created": AuditEvent.Kind.INTERRUPT_CREATED,
+        "finished": AuditEvent.Kind.RUN_FINISHED,
+        "last": len(rows),
+    }
+    values, summary_rows = [], []
+    data_field = AuditEvent._meta.get_field("data")
+    for n, (row, summary) in enumerate(zip(rows, summaries, strict=True)):
+        columns, placeholders, row_params = _insert_values(row, f"i{n}_")
+        params.update(row_params)
+        values.append(f"({placeholders})")
+        params[f"s{n}"] = data_field.get_db_prep_save(summary, connection)
+        params[f"sid{n}"] = row.pk
+        summary_rows.append(f"(%(sid{n})s::uuid, {n}, %(s{n})s::{data_field.db_type(connection)})")
+    sql = f"""
+        WITH d (id, ord, data) AS (VALUES {", ".join(summary_rows)}),
+        i AS (
+            INSERT INTO "{HumanInterrupt._meta.db_table}" ({columns}) VALUES {", ".join(values)}
+            ON CONFLICT DO NOTHING
+            RETURNING id
+        ), a AS (
+            INSERT INTO "{AuditEvent._meta.db_table}"
+                (created_at, kind, thread_id, run_id, interrupt_id, actor_id, data)
+            SELECT %(now)s, x.kind, %(thread_id)s, %(run_id)s, x.interrupt_id, NULL, x.data
+            FROM (
+                SELECT d.ord, %(created)s AS kind, d.id AS interrupt_id, d.data
+                FROM d JOIN i ON i.id = d.id
+                UNION ALL
+                SELECT %(last)s, %(finished)s, NULL,
+                       json_build_object('status', %(status)s::text,
+                                         'interrupts', (SELECT count(*) FROM i),
+                                         'attempt', %(attempt)s::int)
+            ) x
+            ORDER BY x.ord
+        )
+        SELECT id FROM i
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted = {r[0] for r in cursor.fetchall()}
+    for row in rows:
+        if row.pk in inserted:
+            row._state.adding, row._state.db = False, connection.alias
     return inserted

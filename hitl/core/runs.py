@@ -225,10 +225,15 @@ def run_finish(
                 return None  # cancelled, or another worker took over: its outcome counts
         # A redelivered run finds the rows it made before: no duplicates. The thread
         # lock serializes attempts, so reading then inserting cannot race.
-        existing = set(
-            HumanInterrupt.objects.filter(
-                thread=thread, interrupt_id__in=[i for i, _, _ in interrupts]
-            ).values_list("interrupt_id", "position")
+        # (On PostgreSQL the insert skips them itself: see below.)
+        existing = (
+            set()
+            if marked
+            else set(
+                HumanInterrupt.objects.filter(
+                    thread=thread, interrupt_id__in=[i for i, _, _ in interrupts]
+                ).values_list("interrupt_id", "position")
+            )
         )
         for interrupt_id, value, schema in interrupts:
             kind, requests = contract.requests_for(value, schema)
@@ -261,8 +266,19 @@ def run_finish(
                             **defaults,
                         )
                     )
-        HumanInterrupt.objects.bulk_create(created)
-        if not marked:
+        if marked:
+            # The rows, their audit events and the run's in one statement.
+            inserted = pgpaths.interrupts_insert(
+                rows=created,
+                summaries=[audit.interrupt_created_data(row) for row in created],
+                run=run,
+                now=now,
+            )
+            if len(inserted) < len(created):
+                existing = {(r.interrupt_id, r.position) for r in created if r.pk not in inserted}
+                created = [row for row in created if row.pk in inserted]
+        else:
+            HumanInterrupt.objects.bulk_create(created)
             run.status = status
             run.result = result
             run.finished_at = now
@@ -273,7 +289,7 @@ def run_finish(
             )
             thread.status = thread_status
             thread.save(update_fields=["status", "updated_at"])
-        if not marked or interrupts:
+        if not marked:
             audit.audit_bulk(
                 [
                     *(

@@ -252,7 +252,7 @@ def interrupt_resolve(
     approval_round: int | None = None,
     lenient: bool = False,
     respect_claim: bool = False,
-    locked: tuple[Thread, HumanInterrupt] | None = None,
+    locked: tuple[Thread, HumanInterrupt, list[HumanInterrupt]] | None = None,
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -266,8 +266,9 @@ def interrupt_resolve(
     it back. `lenient` reads an edit's string values as the types its schema asks for
     (string-sending clients such as the Agent Inbox). With `respect_claim` an item that
     someone else claimed ("I'm on it") is refused with a 409 naming them. `locked` is
-    (thread, row) as the caller read them with select_for_update in its own open
-    transaction (the row with its responded_by, reviewer_group and run): not read again.
+    (thread, row, every row of the row's run) as the caller read them with
+    select_for_update in its own open transaction (the rows with their responded_by,
+    reviewer_group and run): not read again.
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -288,8 +289,9 @@ def interrupt_resolve(
     if thread_id is None:
         raise NotFound("No such interrupt.")
     with transaction.atomic(savepoint=savepoint):
+        siblings = None
         if locked is not None and locked[1].pk == interrupt_id:
-            thread, row = locked
+            thread, row, siblings = locked
         else:
             # Lock the thread first: decisions on one thread are serialized, so exactly
             # one of them sees "nothing left pending" and enqueues the resume.
@@ -371,7 +373,7 @@ def interrupt_resolve(
             )
         )
         row.resume_run = _resume_when_answered(
-            thread=thread, row=row, user=user, run_fields=run_fields
+            thread=thread, row=row, user=user, run_fields=run_fields, siblings=siblings
         )
     return row
 
@@ -492,17 +494,23 @@ def _answered(row: HumanInterrupt) -> bool:
 
 
 def _resume_when_answered(
-    *, thread: Thread, row: HumanInterrupt, user, run_fields: dict[str, Any] | None = None
+    *,
+    thread: Thread,
+    row: HumanInterrupt,
+    user,
+    run_fields: dict[str, Any] | None = None,
+    siblings: list[HumanInterrupt] | None = None,
 ) -> Run | None:
     """Queue the resume run once every interrupt of `row`'s run is answered.
 
     Runs inside the deciding transaction with the thread locked; shared by reviewer
     answers and automatic answers on expiry. Raises Invalid when the graph's
     response_schema refuses the answer (the caller's transaction rolls back).
+    `siblings`: every row of `row`'s run as the caller holds them, locked and current.
     """
-    siblings = list(
-        HumanInterrupt.objects.filter(run_id=row.run_id).order_by("interrupt_id", "position")
-    )
+    if siblings is None:
+        siblings = list(HumanInterrupt.objects.filter(run_id=row.run_id))
+    siblings = sorted(siblings, key=lambda s: (s.interrupt_id, s.position))
     by_interrupt: dict[str, list[HumanInterrupt]] = {}
     for sibling in siblings:
         by_interrupt.setdefault(sibling.interrupt_id, []).append(sibling)
@@ -527,7 +535,7 @@ def _resume_when_answered(
     fields = dict(run_fields or {})
     # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
     fields["webhook"] = fields.get("webhook") or (row.run.webhook if row.run_id else "")
-    run = Run.objects.create(
+    run = Run(
         thread=thread,
         kind=Run.Kind.RESUME,
         input={"resume": resume},
@@ -536,7 +544,14 @@ def _resume_when_answered(
         **fields,
     )
     thread.status = Thread.Status.BUSY
-    thread.save(update_fields=["status", "updated_at"])
+    if pgpaths.available():  # the thread (locked above) and the run in one statement
+        if not pgpaths.run_insert_with_thread(
+            run=run, thread=thread, fields=["status", "updated_at"]
+        ):
+            raise NotFound("No such thread.")
+    else:
+        run.save(force_insert=True)
+        thread.save(update_fields=["status", "updated_at"])
     _announce_thread(thread)
     _enqueue(run)
     return run

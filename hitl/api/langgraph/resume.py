@@ -126,14 +126,26 @@ def _looks_like_id(key: str) -> bool:
     return bool(_ID.fullmatch(key.lower()))
 
 
-def _pending_by_interrupt(thread: Thread, *, lock: bool = False) -> dict[str, list[HumanInterrupt]]:
-    """The thread's pending rows by interrupt; with `lock`, locked for answering them
-    (the caller holds the thread's lock in its open transaction)."""
-    rows = services.interrupt_rows_for_update(thread.pk) if lock else thread.interrupts
+def _pending_by_interrupt(thread: Thread) -> dict[str, list[HumanInterrupt]]:
     groups: dict[str, list[HumanInterrupt]] = {}
-    for row in rows.pending().order_by("created_at", "interrupt_id", "position"):
+    for row in thread.interrupts.pending().order_by("created_at", "interrupt_id", "position"):
         groups.setdefault(row.interrupt_id, []).append(row)
     return groups
+
+
+def _pending_locked(thread: Thread) -> tuple[dict[str, list[HumanInterrupt]], dict[Any, list]]:
+    """The thread's pending rows by interrupt, and every row of their runs by run, read
+    once and locked for answering them (the caller holds the thread's lock)."""
+    pending = HumanInterrupt.Status.PENDING
+    paused_runs = thread.interrupts.filter(status=pending).values("run_id")
+    groups: dict[str, list[HumanInterrupt]] = {}
+    by_run: dict[Any, list[HumanInterrupt]] = {}
+    rows = services.interrupt_rows_for_update(thread.pk).filter(run_id__in=paused_runs)
+    for row in rows.order_by("created_at", "interrupt_id", "position"):
+        by_run.setdefault(row.run_id, []).append(row)
+        if row.status == pending:
+            groups.setdefault(row.interrupt_id, []).append(row)
+    return groups, by_run
 
 
 def _answered_conflict(thread: Thread, ids: Iterable[str]) -> services.Conflict | None:
@@ -168,11 +180,12 @@ def _resolve_all(
     run_fields: dict[str, Any] | None = None,
     lenient: bool = False,
     partial: bool = False,
-    locked: bool = False,
+    locked: dict[Any, list[HumanInterrupt]] | None = None,
 ) -> Run:
     """Answer every row of `plan` in one transaction. `groups` are the thread's pending
     rows as read for the plan (each answer locks and checks its row again, unless
-    `locked`: the thread and the rows were read locked in the caller's transaction).
+    `locked`, the rows of their runs by run: the thread and all these rows were read
+    locked in the caller's transaction).
 
     With `partial`, rows outside the plan may stay pending: the thread resumes once they
     are answered too, and until then the paused run is returned (still interrupted).
@@ -199,7 +212,7 @@ def _resolve_all(
                 run_fields=run_fields,
                 savepoint=False,
                 lenient=lenient,
-                locked=(thread, row) if locked else None,
+                locked=(thread, row, locked[row.run_id]) if locked is not None else None,
             )
             run = answered.resume_run or run
     if run is None and partial and missing:
@@ -247,7 +260,11 @@ def resume_command(
     then read locked too, once, and answered as read.
     """
     lenient = lenient or is_inbox_form(resume)
-    groups = _pending_by_interrupt(thread, lock=thread_locked)
+    locked = None
+    if thread_locked:
+        groups, locked = _pending_locked(thread)
+    else:
+        groups = _pending_by_interrupt(thread)
     if resume is None or resume == {} or resume == []:
         raise services.Invalid(
             "command.resume is empty: send the answer (a HumanResponse {type, args}) or a map "
@@ -275,7 +292,7 @@ def resume_command(
                 run_fields=run_fields,
                 lenient=lenient,
                 partial=True,  # a map may answer some interrupts; the rest stay pending
-                locked=thread_locked,
+                locked=locked,
             )
         unknown = [k for k in resume if k not in known]
         if len(unknown) < len(resume) or all(_looks_like_id(k) for k in unknown):
@@ -307,7 +324,7 @@ def resume_command(
         groups=groups,
         run_fields=run_fields,
         lenient=lenient,
-        locked=thread_locked,
+        locked=locked,
     )
 
 
