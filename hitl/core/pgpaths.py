@@ -1,10 +1,12 @@
-"""Single-statement forms of the worker's hottest state changes, for PostgreSQL.
+"""Single-statement forms of the review cycle's hottest writes, for PostgreSQL.
 
-Each replaces a transaction of several ORM statements (BEGIN, lock, update, audit
-insert, COMMIT) with one statement in autocommit: a data-modifying CTE updates the
-row, appends its audit event and returns what the caller needs. Each covers only the
-plain case and returns None otherwise; the caller then takes its ORM path, which
-handles every other case under lock. Other databases always take the ORM path.
+Each replaces several ORM statements (locks, updates, inserts, audit events) with one
+data-modifying CTE that returns what its caller needs: a run's claim, a run's end, a
+run's insert with its thread's change, a pause's interrupt rows with their audit
+events. Each covers the plain case only and says so when it did nothing (None or
+False); the caller then takes its ORM path, which handles every other case under
+lock. Other databases always take the ORM path. Measured in bench/peers.py; the
+statement counts are guarded in tests/core/test_query_counts.py.
 """
 
 from __future__ import annotations
@@ -36,6 +38,17 @@ def _instance(model: type[Model], fields: list[Any], values: tuple) -> Model:
         for f, v in zip(fields, values, strict=True)
     ]
     return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
+def _run_and_thread(row: tuple) -> tuple[Run, Thread, tuple]:
+    """A statement's row of run columns, then thread columns (then any others)."""
+    run_fields, _ = _columns(Run, "")
+    thread_fields, _ = _columns(Thread, "")
+    split = len(run_fields)
+    end = split + len(thread_fields)
+    run = _instance(Run, run_fields, row[:split])
+    run.thread = thread = _instance(Thread, thread_fields, row[split:end])
+    return run, thread, row[end:]
 
 
 @cache
@@ -85,12 +98,8 @@ def run_claim(*, run_id: Any, worker: str, now: datetime, expires: datetime, max
         row = cursor.fetchone()
     if row is None:
         return None
-    run_fields, _ = _columns(Run, "c")
-    thread_fields, _ = _columns(Thread, "t")
-    split = len(run_fields)
-    run = _instance(Run, run_fields, row[:split])
-    run.thread = _instance(Thread, thread_fields, row[split : split + len(thread_fields)])
-    run.first_claim = row[-1]
+    run, _, (first_claim,) = _run_and_thread(row)
+    run.first_claim = first_claim
     return run
 
 
@@ -159,12 +168,7 @@ def run_finish_mark(
         row = cursor.fetchone()
     if row is None:
         return None
-    run_fields, _ = _columns(Run, "r")
-    thread_fields, _ = _columns(Thread, "th")
-    split = len(run_fields)
-    run = _instance(Run, run_fields, row[:split])
-    thread = _instance(Thread, thread_fields, row[split:])
-    run.thread = thread
+    run, thread, _ = _run_and_thread(row)
     return thread, run
 
 
