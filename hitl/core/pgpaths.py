@@ -26,9 +26,13 @@ def available() -> bool:
 
 
 @cache
-def _columns(model: type[Model], alias: str) -> tuple[list[Any], str]:
-    fields = list(model._meta.concrete_fields)
-    return fields, ", ".join(f'{alias}."{f.column}"' for f in fields)
+def _fields(model: type[Model]) -> list[Any]:
+    return list(model._meta.concrete_fields)
+
+
+def _select(model: type[Model], alias: str) -> str:
+    """The model's columns under `alias`, in `_fields` order."""
+    return ", ".join(f'{alias}."{f.column}"' for f in _fields(model))
 
 
 def _instance(model: type[Model], fields: list[Any], values: tuple) -> Model:
@@ -42,8 +46,7 @@ def _instance(model: type[Model], fields: list[Any], values: tuple) -> Model:
 
 def _run_and_thread(row: tuple) -> tuple[Run, Thread, tuple]:
     """A statement's row of run columns, then thread columns (then any others)."""
-    run_fields, _ = _columns(Run, "")
-    thread_fields, _ = _columns(Thread, "")
+    run_fields, thread_fields = _fields(Run), _fields(Thread)
     split = len(run_fields)
     end = split + len(thread_fields)
     run = _instance(Run, run_fields, row[:split])
@@ -53,8 +56,7 @@ def _run_and_thread(row: tuple) -> tuple[Run, Thread, tuple]:
 
 @cache
 def _claim_sql() -> str:
-    _, run_cols = _columns(Run, "c")
-    _, thread_cols = _columns(Thread, "t")
+    run_cols, thread_cols = _select(Run, "c"), _select(Thread, "t")
     # The lease test mirrors run_claim's: a live lease of another worker is left alone.
     return f"""
         WITH c AS (
@@ -105,8 +107,7 @@ def run_claim(*, run_id: Any, worker: str, now: datetime, expires: datetime, max
 
 @cache
 def _finish_sql(audited: bool) -> str:
-    _, run_cols = _columns(Run, "r")
-    _, thread_cols = _columns(Thread, "th")
+    run_cols, thread_cols = _select(Run, "r"), _select(Thread, "th")
     # Thread first, then run, as every service that changes a thread locks them: `r`
     # reads `t`, so the thread's row lock is taken before the run's.
     audit = f"""
