@@ -32,6 +32,9 @@ from hitl.core.stream import jsonable
 log = logging.getLogger(__name__)
 
 _ALREADY_DONE = object()
+_UNSEEN = object()
+# The key LangGraph's stream chunks carry a pause's interrupts under.
+INTERRUPT = "__interrupt__"
 
 
 def worker_id() -> str:
@@ -103,6 +106,37 @@ def _check_ended(state: Any) -> None:
     if not state.interrupts and (state.next or any(not t.error for t in state.tasks)):
         left = ", ".join(state.next) or ", ".join(t.name for t in state.tasks)
         raise RuntimeError(f"The graph stopped before its end (still to run: {left}).")
+
+
+class _StreamEnd:
+    """How a run ended, read from its own stream instead of a checkpoint read after it.
+
+    A stream that returns without raising has either reached the graph's end or paused;
+    its last "values" chunk is the state it ended with (pending writes of a paused
+    step's finished tasks included, as `get_state` shows them), and its "updates"
+    chunks carry the pause's interrupts. Only the plain cases are taken from here: no
+    values seen (nothing ran, or no step changed the state), more than one interrupt
+    (their order is the tasks' finishing order, not the checkpoint's) or a breakpoint
+    with no interrupt leave it unknown, and the checkpoint is read as before.
+    """
+
+    def __init__(self) -> None:
+        self.values: Any = _UNSEEN
+        self.interrupts: list[Any] = []
+        self.breakpoint = False
+
+    def note(self, mode: str, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            return
+        if mode == "values":
+            self.values = {k: v for k, v in chunk.items() if k != INTERRUPT}
+        elif mode == "updates" and INTERRUPT in chunk:
+            paused = chunk[INTERRUPT]
+            self.breakpoint = self.breakpoint or not paused
+            self.interrupts.extend(i for i in paused if i.id not in {p.id for p in self.interrupts})
+
+    def known(self) -> bool:
+        return self.values is not _UNSEEN and not self.breakpoint and len(self.interrupts) <= 1
 
 
 class _Heartbeat(threading.Thread):
@@ -188,8 +222,9 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         checked = time.monotonic()
         if listened:
             events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
+        ended = _StreamEnd()
         if graph_input is not _ALREADY_DONE:
-            modes = agui.STREAM_MODES if listened else ["updates"]
+            modes = agui.STREAM_MODES if listened else ["updates", "values"]
             # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs): only
             # for runs started with them, and only while someone listens.
             client_modes = agui.client_modes(run.stream_modes if listened else [])
@@ -200,6 +235,8 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
                 graph_input, config, stream_mode=modes, durability="sync", subgraphs=subgraphs
             ):
                 ns, mode, chunk = item if subgraphs else ((), *item)
+                if not ns:
+                    ended.note(mode, chunk)
                 if not listened and time.monotonic() - checked >= LISTEN_RECHECK_SECONDS:
                     listened, checked = events.thread_stream_listened(thread.pk), time.monotonic()
                 if listened:
@@ -211,12 +248,14 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
                 if mode == "updates" and heartbeat.lost:
                     log.info("run %s stopped: cancelled or taken over", run.pk)
                     return "cancelled", 0.0
-        state = graph.get_state(config)
-        _check_ended(state)
-        interrupts = [
-            (i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in state.interrupts
-        ]
-        values = jsonable(state.values)
+        if ended.known():
+            paused, values = ended.interrupts, ended.values
+        else:
+            state = graph.get_state(config)
+            _check_ended(state)
+            paused, values = state.interrupts, state.values
+        interrupts = [(i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in paused]
+        values = jsonable(values)
         result = None if interrupts else values
         # Before run_finish: once the thread shows the pause or the end, its files are there.
         artifacts.run_outputs_record(run_id=run.pk, values=values)
