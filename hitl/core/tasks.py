@@ -66,9 +66,15 @@ def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
     its checkpoint (the worker died in between) lists no next node either. Only a
     pause is taken as done. Resume values go only to interrupts still pending.
     """
-    if run.kind != Run.Kind.RESUME and run.first_claim:
+    if run.first_claim:
         # Never claimed before: no attempt of this run can have checkpointed anything.
-        return None if run.checkpoint_id and not run.input else run.input
+        # A resume run's values answer the rows its decisions found pending, and only
+        # an attempt of this run could have consumed them since (LangGraph passes over
+        # an id that is not pending, as a redelivered attempt's read below would).
+        if run.kind == Run.Kind.RESUME and run.input.get("resume"):
+            return Command(resume=run.input["resume"])
+        if run.kind != Run.Kind.RESUME:
+            return None if run.checkpoint_id and not run.input else run.input
     state = graph.get_state(config)
     mine = (state.metadata or {}).get("hitl_run_id") == str(run.id)
     if run.kind == Run.Kind.RESUME:

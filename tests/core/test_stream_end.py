@@ -141,8 +141,8 @@ def test_a_breakpoint_is_left_to_the_checkpoint_and_a_finished_graph_shows_its_e
 def test_a_run_reads_no_checkpoint_after_a_plain_stream(
     manual_runs, requester, reviewers_group, monkeypatch
 ):
-    """No checkpoint read after a plain half: only the stream's own load (and, for a
-    resume, the read of what is pending). A parallel pause still reads its end."""
+    """No checkpoint read in a plain half but the stream's own load: not for the
+    resume's pending interrupts, not after the end. A parallel pause reads its end."""
     from hitl.core import services
     from hitl.core.models import HumanInterrupt
 
@@ -167,8 +167,7 @@ def test_a_run_reads_no_checkpoint_after_a_plain_stream(
     resume = Run.objects.get(thread_id=run.thread_id, kind=Run.Kind.RESUME)
     reads.clear()
     assert manual_runs(resume) == "success"
-    # What the resume answers (its pending interrupts), then the stream's own load.
-    assert reads == ["latest", "latest"]
+    assert reads == ["latest"]  # only the stream's own load
     resume.refresh_from_db()
     assert resume.result["sent"] is True
 
