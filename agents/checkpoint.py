@@ -16,12 +16,14 @@ _SETUP_LOCK_ID = 0x4C47_4350  # "LGCP": serializes checkpointer migrations acros
 CHECK_AFTER_IDLE_SECONDS = 1.0
 
 
-def _mark_returned(conn: Any) -> None:
-    """The pool's reset hook: remember when the connection came back."""
+def mark_returned(conn: Any) -> None:
+    """A pool's reset hook: remember when the connection came back.
+
+    Used by this checkpointer's pool and by Django's (hitl/settings.py)."""
     conn._hitl_returned = time.monotonic()
 
 
-def _check_if_idle(conn: Any) -> None:
+def check_if_idle(conn: Any) -> None:
     """The pool's check: a round trip, unless the connection was in use a moment ago.
 
     A session the server dropped (restart, failover, pg_terminate_backend) is found
@@ -53,8 +55,8 @@ def _make(url: str, pool_size: int) -> Any:
             # session, not once per checkpoint (~1.7 ms of Postgres CPU per review cycle).
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             # Checked before use: a connection the server dropped is replaced, not used.
-            check=_check_if_idle,
-            reset=_mark_returned,
+            check=check_if_idle,
+            reset=mark_returned,
             open=True,
         )
         with pool.connection() as conn:

@@ -113,9 +113,12 @@ else:
     # A bounded psycopg pool per process. Under ASGI each request may run on its own
     # thread, so per-thread persistent connections would pile up past max_connections.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    # The pool checks each connection before handing it out, so sessions the server
-    # dropped (restart, failover, pg_terminate_backend) are replaced, not used.
+    # The pool checks a connection that sat idle before handing it out, so sessions the
+    # server dropped (restart, failover, pg_terminate_backend) are replaced, not used;
+    # one handed back under a second ago skips the round trip (hitl/postgresql).
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"]["ENGINE"] = "hitl.postgresql"
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": envint("DB_POOL_MIN_SIZE", 1),
         "max_size": envint("DB_POOL_MAX_SIZE", 8),
