@@ -1,12 +1,13 @@
-"""Single-statement forms of the review cycle's hottest writes, for PostgreSQL.
+"""Single-statement forms of the review cycle's hottest statements, for PostgreSQL.
 
 Each replaces several ORM statements (locks, updates, inserts, audit events) with one
 data-modifying CTE that returns what its caller needs: a run's claim, a run's end, a
 run's insert with its thread's change, a pause's interrupt rows with their audit
-events. Each covers the plain case only and says so when it did nothing (None or
-False); the caller then takes its ORM path, which handles every other case under
-lock. Other databases always take the ORM path. Measured in bench/peers.py; the
-statement counts are guarded in tests/core/test_query_counts.py.
+events. The locked read a resume answers from is here too, as SQL built once rather
+than an ORM query compiled on every call. Each covers the plain case only and says so
+when it did nothing (None or False); the caller then takes its ORM path, which handles
+every other case under lock. Other databases always take the ORM path. Measured in
+bench/peers.py; the statement counts are guarded in tests/core/test_query_counts.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.models import Model
 
@@ -282,3 +285,52 @@ def interrupts_insert(
         if row.pk in inserted:
             row._state.adding, row._state.db = False, connection.alias
     return inserted
+
+
+@cache
+def _answerable_sql() -> str:
+    user = get_user_model()
+    rows, runs = HumanInterrupt._meta.db_table, Run._meta.db_table
+    return f"""
+        SELECT {_select(HumanInterrupt, "hi")}, {_select(Run, "r")},
+               {_select(Group, "g")}, {_select(user, "u")}
+        FROM "{rows}" hi
+        JOIN "{runs}" r ON r.id = hi.run_id
+        LEFT JOIN "{Group._meta.db_table}" g ON g.id = hi.reviewer_group_id
+        LEFT JOIN "{user._meta.db_table}" u ON u.id = hi.responded_by_id
+        WHERE hi.thread_id = %(thread_id)s
+          AND hi.run_id IN (
+              SELECT run_id FROM "{rows}" WHERE thread_id = %(thread_id)s AND status = %(pending)s
+          )
+        ORDER BY hi.created_at, hi.interrupt_id, hi.position
+        FOR UPDATE OF hi
+    """
+
+
+def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
+    """Every row of the thread's paused runs, locked, with its run, reviewer group and
+    answerer: what `services.interrupt_rows_for_update` reads for answering, without
+    building the ORM query on each call."""
+    user = get_user_model()
+    models = (HumanInterrupt, Run, Group, user)
+    fields = [_fields(model) for model in models]
+    bounds = []
+    start = 0
+    for model_fields in fields:
+        bounds.append((start, start + len(model_fields)))
+        start += len(model_fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _answerable_sql(),
+            {"thread_id": thread_id, "pending": HumanInterrupt.Status.PENDING},
+        )
+        found = cursor.fetchall()
+    rows = []
+    for values in found:
+        row, run, group, answerer = (
+            _instance(model, model_fields, values[a:b]) if values[a] is not None else None
+            for model, model_fields, (a, b) in zip(models, fields, bounds, strict=True)
+        )
+        row.run, row.reviewer_group, row.responded_by = run, group, answerer
+        rows.append(row)
+    return rows

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from agents import contract
-from hitl.core import services
+from hitl.core import pgpaths, services
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.services import check_storable  # noqa: F401 - re-exported for the API modules
 
@@ -137,11 +137,18 @@ def _pending_locked(thread: Thread) -> tuple[dict[str, list[HumanInterrupt]], di
     """The thread's pending rows by interrupt, and every row of their runs by run, read
     once and locked for answering them (the caller holds the thread's lock)."""
     pending = HumanInterrupt.Status.PENDING
-    paused_runs = thread.interrupts.filter(status=pending).values("run_id")
     groups: dict[str, list[HumanInterrupt]] = {}
     by_run: dict[Any, list[HumanInterrupt]] = {}
-    rows = services.interrupt_rows_for_update(thread.pk).filter(run_id__in=paused_runs)
-    for row in rows.order_by("created_at", "interrupt_id", "position"):
+    if pgpaths.available():
+        rows = pgpaths.interrupts_answerable_locked(thread.pk)
+    else:
+        paused_runs = thread.interrupts.filter(status=pending).values("run_id")
+        rows = (
+            services.interrupt_rows_for_update(thread.pk)
+            .filter(run_id__in=paused_runs)
+            .order_by("created_at", "interrupt_id", "position")
+        )
+    for row in rows:
         by_run.setdefault(row.run_id, []).append(row)
         if row.status == pending:
             groups.setdefault(row.interrupt_id, []).append(row)
