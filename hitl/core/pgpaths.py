@@ -334,3 +334,50 @@ def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
         row.run, row.reviewer_group, row.responded_by = run, group, answerer
         rows.append(row)
     return rows
+
+
+def save_with_audit(obj: Model, fields: list[str], event: AuditEvent) -> bool:
+    """Save `fields` of `obj` (locked by the caller) and append `event`, in one statement:
+    what `obj.save(update_fields=fields)` then `event.save()` do. Returns whether the row
+    was there to update; the event is appended only then."""
+    opts = type(obj)._meta
+    params: dict[str, Any] = {"pk": obj.pk}
+    sets = []
+    for i, name in enumerate(fields):
+        field = opts.get_field(name)
+        params[f"u{i}"] = field.get_db_prep_save(field.pre_save(obj, False), connection)
+        sets.append(f'"{field.column}" = %(u{i})s::{field.db_type(connection)}')
+    audit_fields = [f for f in AuditEvent._meta.concrete_fields if f is not AuditEvent._meta.pk]
+    for i, field in enumerate(audit_fields):
+        params[f"a{i}"] = field.get_db_prep_save(field.pre_save(event, True), connection)
+    columns = ", ".join(f'"{f.column}"' for f in audit_fields)
+    values = ", ".join(f"%(a{i})s::{f.db_type(connection)}" for i, f in enumerate(audit_fields))
+    sql = f"""
+        WITH u AS (
+            UPDATE "{opts.db_table}" SET {", ".join(sets)} WHERE "{opts.pk.column}" = %(pk)s
+            RETURNING 1
+        ), a AS (
+            INSERT INTO "{AuditEvent._meta.db_table}" ({columns}) SELECT {values} FROM u
+            RETURNING 1
+        )
+        SELECT count(*) FROM a
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0] == 1
+
+
+@cache
+def _thread_locked_sql() -> str:
+    return (
+        f'SELECT {_select(Thread, "t")} FROM "{Thread._meta.db_table}" t WHERE t.id = %s FOR UPDATE'
+    )
+
+
+def thread_locked(thread_id: Any) -> Thread | None:
+    """The thread, locked: `Thread.objects.select_for_update()…one_or_none()` without
+    compiling the query on each call."""
+    with connection.cursor() as cursor:
+        cursor.execute(_thread_locked_sql(), [thread_id])
+        row = cursor.fetchone()
+    return None if row is None else _instance(Thread, _fields(Thread), row)

@@ -340,26 +340,29 @@ def interrupt_resolve(
         row.responded_by = user
         row.responded_at = timezone.now()
         row.undo_until = row.responded_at + timedelta(seconds=grace) if grace else None
-        row.save(
-            update_fields=[
-                "status",
-                "response_type",
-                "response_args",
-                "responded_by",
-                "responded_at",
-                "undo_until",
-            ]
-        )
         data = audit.answer_data(row)
         if grace:
             data["grace_seconds"] = grace
-        audit.audit_record(
+        answered = audit.audit_event(
             kind=audit.Kind.INTERRUPT_ANSWERED,
             thread=thread,
             interrupt=row,
             actor=user,
             data=data,
         )
+        fields = [
+            "status",
+            "response_type",
+            "response_args",
+            "responded_by",
+            "responded_at",
+            "undo_until",
+        ]
+        if pgpaths.available():  # the answer and its audit event in one statement
+            pgpaths.save_with_audit(row, fields, answered)
+        else:
+            row.save(update_fields=fields)
+            answered.save()
         if grace:
             pk = row.pk
             transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))

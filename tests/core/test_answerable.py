@@ -8,6 +8,8 @@ answerer attached, and every row locked.
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 from django.db import connection, transaction
@@ -92,3 +94,63 @@ def test_every_row_read_is_locked_until_the_transaction_ends(half_answered, test
                     probe.execute(f'SELECT 1 FROM "{table}" WHERE id = %s FOR UPDATE NOWAIT', [pk])
     with psycopg.connect(test_database_url, autocommit=True) as probe:
         probe.execute(f'SELECT 1 FROM "{table}" WHERE id = ANY(%s) FOR UPDATE NOWAIT', [ids])
+
+
+def answer_in(manual_runs, requester, reviewer, grace: float = 0) -> tuple[dict, dict]:
+    """Pause an approval thread, answer it with an edit; the row's answer and its
+    audit event as stored."""
+    from hitl.core.models import AuditEvent
+
+    run = services.run_start(graph="approval", input={}, user=requester)
+    assert manual_runs(run) == "interrupted"
+    row = HumanInterrupt.objects.get(thread_id=run.thread_id)
+    args = {"action": "send_email", "args": {**row.args, "to": "ops@example.com"}}
+    services.interrupt_resolve(
+        interrupt_id=row.pk, user=reviewer, response_type="edit", args=args, grace=grace
+    )
+    stored = HumanInterrupt.objects.filter(pk=row.pk).values().get()
+    assert stored["responded_at"] is not None
+    event = AuditEvent.objects.filter(interrupt_id=row.pk, kind="interrupt.answered").values()
+    (event,) = event
+    answer = {k: stored[k] for k in ("status", "response_type", "response_args")}
+    answer["grace"] = stored["undo_until"] is not None
+    answer["by"] = stored["responded_by_id"]
+    event["data"].pop("wait_seconds")
+    kept = {k: event[k] for k in ("kind", "actor_id", "data")}
+    kept["same_thread"] = event["thread_id"] == row.thread_id
+    return answer, kept
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("grace", [0, 30])
+def test_an_answer_and_its_audit_event_are_one_statement_written_as_the_orm_writes_them(
+    manual_runs, requester, reviewer, reviewers_group, monkeypatch, grace
+):
+    with CaptureQueriesContext(connection) as queries:
+        single = answer_in(manual_runs, requester, reviewer, grace)
+    written = [
+        q["sql"] for q in queries.captured_queries if 'INSERT INTO "hitl_auditevent"' in q["sql"]
+    ]
+    assert any(sql.lstrip().startswith("WITH u AS") for sql in written)
+    monkeypatch.setattr(pgpaths, "available", lambda: False)
+    orm = answer_in(manual_runs, requester, reviewer, grace)
+    assert single == orm
+    assert single[0]["status"] == "resolved" and single[0]["grace"] is bool(grace)
+    assert single[1]["data"]["answer"]["args"]["to"] == "ops@example.com"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_thread_is_read_locked_as_the_orm_reads_it(half_answered, test_database_url):
+    table = Thread._meta.db_table
+    with transaction.atomic():
+        thread = pgpaths.thread_locked(half_answered.pk)
+        assert {f.attname: getattr(thread, f.attname) for f in Thread._meta.concrete_fields} == (
+            Thread.objects.filter(pk=half_answered.pk).values().get()
+        )
+        assert thread._state.adding is False
+        with (
+            psycopg.connect(test_database_url, autocommit=True) as probe,
+            pytest.raises(psycopg.errors.LockNotAvailable),
+        ):
+            probe.execute(f'SELECT 1 FROM "{table}" WHERE id = %s FOR UPDATE NOWAIT', [thread.pk])
+    assert pgpaths.thread_locked(uuid.uuid4()) is None

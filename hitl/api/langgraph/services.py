@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from hitl.api.langgraph.resume import check_storable, resume_command
-from hitl.core import services
+from hitl.core import pgpaths, services
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.selectors import user_can_run_thread, user_can_view_thread
@@ -147,7 +147,11 @@ def run_create(
         locked = False
         if thread_id is not None:
             # Read once, locked: the run's start or the answers need the lock anyway.
-            thread = Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
+            thread = (
+                pgpaths.thread_locked(thread_id)
+                if pgpaths.available()
+                else Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
+            )
             if thread is None and if_not_exists == "create":
                 new_thread_id = thread_id
             elif thread is None or not user_can_view_thread(user, thread):
