@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, get_urlconf, resolve
 from django.utils.decorators import sync_and_async_middleware
 
 FIELDS = ("request_id", "thread_id", "run_id")
@@ -89,15 +90,23 @@ class JsonFormatter(logging.Formatter):
 # --- the web side ------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
+def _thread_id_in(path: str, urlconf: str | None) -> str | None:
+    """The URL's thread id, if its route has one. Cached: a thread's URLs repeat (a
+    wait, its resume, its stream), and Django resolves the path again for the view."""
+    try:
+        thread_id = resolve(path, urlconf).kwargs.get("thread_id")
+    except Resolver404:
+        return None
+    return str(thread_id) if thread_id else None
+
+
 def _ids_for_request(request) -> dict[str, str]:
     supplied = request.headers.get("X-Request-ID", "")
     ids = {"request_id": supplied if _REQUEST_ID.match(supplied) else uuid.uuid4().hex}
-    try:
-        kwargs = resolve(request.path_info).kwargs
-    except Resolver404:
-        kwargs = {}
-    if kwargs.get("thread_id"):
-        ids["thread_id"] = str(kwargs["thread_id"])
+    thread_id = _thread_id_in(request.path_info, get_urlconf())
+    if thread_id:
+        ids["thread_id"] = thread_id
     return ids
 
 
