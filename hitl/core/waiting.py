@@ -20,6 +20,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from channels_redis.core import RedisChannelLayer
 from django.db import close_old_connections
 
 from hitl.core import events
@@ -29,6 +30,8 @@ from hitl.core.models import Run, Thread
 log = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 5.0
+# After its last waiter leaves, the hub stays in a thread's group this long.
+LINGER_SECONDS = 2.0
 # While the channel layer is unreachable (Redis down), waiters poll the database this often.
 POLL_SECONDS = 0.5
 # After a run ends, how long its last events (sent right after) may still arrive.
@@ -58,6 +61,10 @@ class _Hub:
         # False while the layer fails: waiters poll the database instead of waiting on it.
         self.healthy = True
         self._healing: asyncio.Task | None = None
+        # Groups nobody here waits on any more, still joined for LINGER_SECONDS (their
+        # discard is scheduled), and the discards under way.
+        self.lingering: dict[str, asyncio.TimerHandle] = {}
+        self.leaving: dict[str, asyncio.Task] = {}
 
     async def start(self) -> None:
         self.channel = await self.layer.new_channel()
@@ -95,6 +102,10 @@ class _Hub:
     def unhealthy(self) -> None:
         """Mark the layer as failing and rejoin every group once it answers again."""
         self.healthy = False
+        # A restarted layer has forgotten them: the next waiter on one joins it anew.
+        for handle in self.lingering.values():
+            handle.cancel()
+        self.lingering.clear()
         if self._healing is None or self._healing.done():
             self._healing = asyncio.get_running_loop().create_task(self._heal())
 
@@ -103,7 +114,7 @@ class _Hub:
         while not self.stopping:
             try:
                 for group in list(self.waiters):
-                    await self.layer.group_add(group, self.channel)
+                    await self._join(group)
             except Exception:
                 await asyncio.sleep(POLL_SECONDS)
                 continue
@@ -111,29 +122,62 @@ class _Hub:
             log.info("channel layer is back; waiters listen again")
             return
 
+    async def _join(self, group: str) -> None:
+        """The layer's group_add in one round trip (channels_redis spends two)."""
+        layer = self.layer
+        if isinstance(layer, RedisChannelLayer):
+            key = layer._group_key(group)
+            pipe = layer.connection(layer.consistent_hash(group)).pipeline(transaction=False)
+            pipe.zadd(key, {self.channel: time.time()})
+            pipe.expire(key, layer.group_expiry)
+            await pipe.execute()
+        else:
+            await layer.group_add(group, self.channel)
+
     async def add(self, group: str, queue: asyncio.Queue) -> None:
-        first = group not in self.waiters
+        lingering = self.lingering.pop(group, None)
+        if lingering is not None:
+            lingering.cancel()  # still a member: the last waiter left a moment ago
+        first = group not in self.waiters and lingering is None
         self.waiters.setdefault(group, set()).add(queue)
         if first and self.healthy:
+            leaving = self.leaving.get(group)
+            if leaving is not None:  # its discard is on the wire: join after it
+                await asyncio.wait([leaving])
             try:
-                await self.layer.group_add(group, self.channel)
+                await self._join(group)
             except Exception:  # the waiter polls; the group is joined once the layer is back
                 log.warning("channel layer unreachable; waiters poll the database")
                 self.unhealthy()
+
+    def _leave_later(self, group: str) -> None:
+        if self.lingering.pop(group, None) is None or group in self.waiters:
+            return
+        self.leaving[group] = task = asyncio.get_running_loop().create_task(self._leave(group))
+        task.add_done_callback(lambda _: self.leaving.pop(group, None))
+
+    async def _leave(self, group: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.layer.group_discard(group, self.channel)
 
     async def remove(self, group: str, queue: asyncio.Queue) -> None:
         queues = self.waiters.get(group)
         if queues is None:
             return
         queues.discard(queue)
+        # The server's own loop lives as long as the process: its hub keeps listening
+        # for the next waiter instead of stopping and starting again for every request,
+        # and stays in a group it no longer needs for a moment, as the next wait on the
+        # same thread (a resume after a pause) usually comes right after.
+        if asyncio.get_running_loop() is events.publisher.server_loop:
+            if not queues:
+                del self.waiters[group]
+                loop = asyncio.get_running_loop()
+                self.lingering[group] = loop.call_later(LINGER_SECONDS, self._leave_later, group)
+            return
         if not queues:
             del self.waiters[group]
-            with contextlib.suppress(Exception):
-                await self.layer.group_discard(group, self.channel)
-        # The server's own loop lives as long as the process: its hub keeps listening
-        # for the next waiter instead of stopping and starting again for every request.
-        if asyncio.get_running_loop() is events.publisher.server_loop:
-            return
+            await self._leave(group)
         # Checked and flagged without an await in between, so no waiter can join a
         # hub that is about to stop (add() only picks hubs that are not stopping).
         if not self.waiters and not self.stopping:

@@ -227,3 +227,48 @@ def test_waiting_for_a_thread_to_become_busy_hears_its_runs_start(transactional_
     status, waited = asyncio.run(scenario())
     # Heard at once, not at the waiter's periodic re-read (5 s).
     assert status == "busy" and waited < 3
+
+
+def test_the_server_hub_stays_in_a_group_a_moment_after_its_last_waiter(monkeypatch):
+    """On the server's loop, a wait on a thread right after another (a resume after its
+    pause) finds the hub still in the group: no join, nothing missed; the hub leaves
+    once nobody came back for LINGER_SECONDS, and the next waiter joins anew."""
+    from channels.layers import get_channel_layer
+
+    from hitl.core import waiting
+
+    monkeypatch.setattr(waiting, "LINGER_SECONDS", 0.4)
+    thread_id = uuid.uuid4()
+    group = events.thread_status_group(thread_id)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        monkeypatch.setattr(type(events.publisher), "server_loop", property(lambda _: loop))
+        layer = get_channel_layer()
+        redis = layer.connection(0)
+        key = layer._group_key(group)
+        change = {"type": "thread.changed", "thread_id": str(thread_id), "status": "done"}
+        async with ThreadSubscription(thread_id, status_only=True):
+            hub = waiting._hubs[loop]
+            joined = await redis.zscore(key, hub.channel)
+        assert await redis.zscore(key, hub.channel) == joined  # still in it
+        async with ThreadSubscription(thread_id, status_only=True) as again:
+            await layer.group_send(group, {**change, "eid": uuid.uuid4().hex})
+            heard = await _drain(again, 0.3)
+            rejoined = await redis.zscore(key, hub.channel)
+        await asyncio.sleep(0.8)
+        left = await redis.zscore(key, hub.channel)
+        async with ThreadSubscription(thread_id, status_only=True) as later:
+            await layer.group_send(group, {**change, "eid": uuid.uuid4().hex})
+            heard_later = await _drain(later, 0.3)
+            joined_later = await redis.zscore(key, hub.channel)
+        await asyncio.sleep(0.8)
+        hub.task.cancel()
+        return joined, heard, rejoined, left, heard_later, joined_later
+
+    joined, heard, rejoined, left, heard_later, joined_later = asyncio.run(scenario())
+    assert joined is not None and rejoined == joined  # the second waiter did not join
+    assert [m["status"] for m in heard] == ["done"]
+    assert left is None  # gone once nobody came back
+    assert [m["status"] for m in heard_later] == ["done"]
+    assert joined_later is not None and joined_later > joined
