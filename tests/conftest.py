@@ -106,6 +106,12 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
     if USING_POSTGRES:
         with django_db_blocker.unblock():
             settings.HITL_CHECKPOINT_URL = _test_database_url()
+        # Set up its tables now, outside any test's transaction: their CREATE INDEX
+        # CONCURRENTLY waits for every transaction holding a snapshot, and a test's own
+        # transaction would then wait for the setup it started.
+        from hitl.core.tasks import checkpointer
+
+        checkpointer()
     else:
         settings.HITL_CHECKPOINT_URL = (
             f"sqlite:///{tmp_path_factory.mktemp('cp') / 'checkpoints.sqlite3'}"

@@ -154,3 +154,21 @@ def test_the_thread_is_read_locked_as_the_orm_reads_it(half_answered, test_datab
         ):
             probe.execute(f'SELECT 1 FROM "{table}" WHERE id = %s FOR UPDATE NOWAIT', [thread.pk])
     assert pgpaths.thread_locked(uuid.uuid4()) is None
+
+
+@pytest.mark.django_db
+def test_these_statements_are_prepared_once_per_session_and_still_logged(half_answered):
+    """pgpaths binds on the server and prepares what it runs: PostgreSQL keeps the plan
+    for the session. Django's query log still shows each statement with its values."""
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        for _ in range(3):
+            pgpaths.thread_locked(half_answered.pk)
+    logged = [q["sql"] for q in queries.captured_queries if "hitl_thread" in q["sql"]]
+    assert len(logged) == 3
+    assert all(f"t.id = '{half_answered.pk.hex}'::uuid FOR UPDATE" in sql for sql in logged)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ['%FROM "hitl_thread" t WHERE t.id = $1 FOR UPDATE%'],
+        )
+        assert cursor.fetchone()[0] == 1
