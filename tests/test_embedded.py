@@ -108,3 +108,38 @@ def test_embedded_default_runs_a_full_approval_cycle(embedded):
     assert statuses == [("start", "interrupted"), ("resume", "success")]
     with sqlite3.connect(var / "checkpoints.sqlite3") as db:
         assert db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] > 0
+
+
+def test_embedded_default_serves_the_langgraph_cycle_with_a_resume_map(embedded):
+    """langgraph_sdk against SQLite: a wait locks its thread and a resume reads the
+    pending rows with SQL built once (hitl/core/pgpaths.py), as on PostgreSQL."""
+    from langgraph_sdk import get_sync_client
+
+    base, token, var = embedded
+    client = get_sync_client(url=f"{base}/langgraph", api_key=token)
+    thread = client.threads.create()
+    paused = client.runs.wait(thread["thread_id"], "parallel_approval", input={})
+    pending = paused["__interrupt__"]
+    assert len(pending) == 2
+    # One answered first: the other stays pending and the run stays paused.
+    first, second = (item["id"] for item in pending)
+    partial = client.runs.wait(
+        thread["thread_id"], "parallel_approval", command={"resume": {first: {"type": "accept"}}}
+    )
+    assert [item["id"] for item in partial["__interrupt__"]] == [second]
+    unknown = httpx.post(
+        f"{base}/langgraph/threads/{thread['thread_id']}/runs/wait",
+        headers={"x-api-key": token},
+        json={"assistant_id": "parallel_approval", "command": {"resume": {first: "again"}}},
+    )
+    assert unknown.status_code == 409, unknown.text
+    done = client.runs.wait(
+        thread["thread_id"], "parallel_approval", command={"resume": {second: {"type": "ignore"}}}
+    )
+    assert "__interrupt__" not in done
+    with sqlite3.connect(var / "hitl.sqlite3") as db:
+        answered = db.execute(
+            "SELECT response_type FROM hitl_humaninterrupt ORDER BY response_type"
+        ).fetchall()
+    assert answered == [("accept",), ("ignore",)]
+    client.http.client.close()

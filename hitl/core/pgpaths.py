@@ -41,6 +41,8 @@ def _cursor():
     Behind PgBouncer in transaction mode this needs its `max_prepared_statements`, as
     the checkpointer does.
     """
+    if not available():
+        return connection.cursor()
     import psycopg
 
     connection.ensure_connection()
@@ -74,12 +76,27 @@ def _select(model: type[Model], alias: str) -> str:
 
 
 def _instance(model: type[Model], fields: list[Any], values: tuple) -> Model:
-    """A model instance from raw column values, converted as the ORM converts them."""
-    converted = [
-        f.from_db_value(v, None, connection) if v is not None and hasattr(f, "from_db_value") else v
-        for f, v in zip(fields, values, strict=True)
-    ]
+    """A model instance from raw column values, converted as the ORM converts them (the
+    database backend's converters, then the field's own)."""
+    converted = []
+    for (converters, column), value in zip(
+        _converters(model, connection.vendor), values, strict=True
+    ):
+        for convert in converters:
+            value = convert(value, column, connection)
+        converted.append(value)
     return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
+@cache
+def _converters(model: type[Model], vendor: str) -> list[tuple[list[Any], Any]]:
+    """Per column of `_fields(model)`: (converters, column expression)."""
+    out = []
+    for field in _fields(model):
+        column = field.get_col(model._meta.db_table)
+        converters = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+        out.append((converters, column))
+    return out
 
 
 def _run_and_thread(row: tuple) -> tuple[Run, Thread, tuple]:
@@ -323,7 +340,7 @@ def interrupts_insert(
 
 
 @cache
-def _answerable_sql() -> str:
+def _answerable_sql(vendor: str) -> str:
     user = get_user_model()
     rows, runs = HumanInterrupt._meta.db_table, Run._meta.db_table
     return f"""
@@ -338,14 +355,14 @@ def _answerable_sql() -> str:
               SELECT run_id FROM "{rows}" WHERE thread_id = %(thread_id)s AND status = %(pending)s
           )
         ORDER BY hi.created_at, hi.interrupt_id, hi.position
-        FOR UPDATE OF hi
+        {"FOR UPDATE OF hi" if connection.features.has_select_for_update_of else ""}
     """
 
 
 def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
     """Every row of the thread's paused runs, locked, with its run, reviewer group and
     answerer: what `services.interrupt_rows_for_update` reads for answering, without
-    building the ORM query on each call."""
+    building the ORM query on each call (on every database)."""
     user = get_user_model()
     models = (HumanInterrupt, Run, Group, user)
     fields = [_fields(model) for model in models]
@@ -356,8 +373,11 @@ def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
         start += len(model_fields)
     with _cursor() as cursor:
         cursor.execute(
-            _answerable_sql(),
-            {"thread_id": thread_id, "pending": HumanInterrupt.Status.PENDING},
+            _answerable_sql(connection.vendor),
+            {
+                "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
+                "pending": HumanInterrupt.Status.PENDING,
+            },
         )
         found = cursor.fetchall()
     rows = []
@@ -403,16 +423,18 @@ def save_with_audit(obj: Model, fields: list[str], event: AuditEvent) -> bool:
 
 
 @cache
-def _thread_locked_sql() -> str:
-    return (
-        f'SELECT {_select(Thread, "t")} FROM "{Thread._meta.db_table}" t WHERE t.id = %s FOR UPDATE'
-    )
+def _thread_locked_sql(vendor: str) -> str:
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return f'SELECT {_select(Thread, "t")} FROM "{Thread._meta.db_table}" t WHERE t.id = %s{lock}'
 
 
 def thread_locked(thread_id: Any) -> Thread | None:
     """The thread, locked: `Thread.objects.select_for_update()…one_or_none()` without
-    compiling the query on each call."""
+    compiling the query on each call (on every database)."""
     with _cursor() as cursor:
-        cursor.execute(_thread_locked_sql(), [thread_id])
+        cursor.execute(
+            _thread_locked_sql(connection.vendor),
+            [Thread._meta.pk.get_db_prep_value(thread_id, connection)],
+        )
         row = cursor.fetchone()
     return None if row is None else _instance(Thread, _fields(Thread), row)

@@ -1,9 +1,11 @@
-"""The locked read a /langgraph resume answers from: SQL on PostgreSQL, the ORM elsewhere.
+"""The reads a /langgraph wait and resume lock, as SQL built once, on every database.
 
 pgpaths.interrupts_answerable_locked must return what the ORM query it replaces
 (services.interrupt_rows_for_update over the thread's paused runs) returns: the same
 rows in the same order, the same field values, the same run, reviewer group and
-answerer attached, and every row locked.
+answerer attached, and (on PostgreSQL) every row locked. The same for
+pgpaths.thread_locked. The parity tests run on SQLite too; the locks, the prepared
+statements and the single-statement answer are PostgreSQL's.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from django.test.utils import CaptureQueriesContext
 
 from hitl.core import pgpaths, services
 from hitl.core.models import HumanInterrupt, Thread
-
-pytestmark = pytest.mark.postgres
 
 
 def orm_read(thread_id) -> list[HumanInterrupt]:
@@ -81,6 +81,7 @@ def test_a_thread_with_nothing_pending_reads_nothing(requester):
         assert pgpaths.interrupts_answerable_locked(thread.pk) == []
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_every_row_read_is_locked_until_the_transaction_ends(half_answered, test_database_url):
     table = HumanInterrupt._meta.db_table
@@ -121,6 +122,7 @@ def answer_in(manual_runs, requester, reviewer, grace: float = 0) -> tuple[dict,
     return answer, kept
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db
 @pytest.mark.parametrize("grace", [0, 30])
 def test_an_answer_and_its_audit_event_are_one_statement_written_as_the_orm_writes_them(
@@ -139,6 +141,17 @@ def test_an_answer_and_its_audit_event_are_one_statement_written_as_the_orm_writ
     assert single[1]["data"]["answer"]["args"]["to"] == "ops@example.com"
 
 
+@pytest.mark.django_db
+def test_the_thread_is_read_as_the_orm_reads_it(half_answered):
+    with transaction.atomic():
+        thread = pgpaths.thread_locked(half_answered.pk)
+    fields = {f.attname: getattr(thread, f.attname) for f in Thread._meta.concrete_fields}
+    assert fields == Thread.objects.filter(pk=half_answered.pk).values().get()
+    assert thread._state.adding is False and thread.metadata == half_answered.metadata
+    assert pgpaths.thread_locked(uuid.uuid4()) is None
+
+
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_the_thread_is_read_locked_as_the_orm_reads_it(half_answered, test_database_url):
     table = Thread._meta.db_table
@@ -156,6 +169,7 @@ def test_the_thread_is_read_locked_as_the_orm_reads_it(half_answered, test_datab
     assert pgpaths.thread_locked(uuid.uuid4()) is None
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db
 def test_these_statements_are_prepared_once_per_session_and_still_logged(half_answered):
     """pgpaths binds on the server and prepares what it runs: PostgreSQL keeps the plan

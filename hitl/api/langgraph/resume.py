@@ -139,16 +139,7 @@ def _pending_locked(thread: Thread) -> tuple[dict[str, list[HumanInterrupt]], di
     pending = HumanInterrupt.Status.PENDING
     groups: dict[str, list[HumanInterrupt]] = {}
     by_run: dict[Any, list[HumanInterrupt]] = {}
-    if pgpaths.available():
-        rows = pgpaths.interrupts_answerable_locked(thread.pk)
-    else:
-        paused_runs = thread.interrupts.filter(status=pending).values("run_id")
-        rows = (
-            services.interrupt_rows_for_update(thread.pk)
-            .filter(run_id__in=paused_runs)
-            .order_by("created_at", "interrupt_id", "position")
-        )
-    for row in rows:
+    for row in pgpaths.interrupts_answerable_locked(thread.pk):
         by_run.setdefault(row.run_id, []).append(row)
         if row.status == pending:
             groups.setdefault(row.interrupt_id, []).append(row)

@@ -147,11 +147,7 @@ def run_create(
         locked = False
         if thread_id is not None:
             # Read once, locked: the run's start or the answers need the lock anyway.
-            thread = (
-                pgpaths.thread_locked(thread_id)
-                if pgpaths.available()
-                else Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
-            )
+            thread = pgpaths.thread_locked(thread_id)
             if thread is None and if_not_exists == "create":
                 new_thread_id = thread_id
             elif thread is None or not user_can_view_thread(user, thread):
