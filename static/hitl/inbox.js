@@ -209,8 +209,10 @@
     try {
       const response = await fetch(inbox.dataset.partialUrl, { credentials: "same-origin" });
       if (!response.ok) return;
+      const html = await response.text();
+      // The selection as it is now: a key pressed while the list was fetched counts.
       const before = current();
-      inbox.innerHTML = await response.text();
+      inbox.innerHTML = html;
       const again = before ? document.getElementById(before.id) : null;
       if (again) selected = rows().indexOf(again);
       const sync = document.getElementById("pending-sync");

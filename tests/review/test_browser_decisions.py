@@ -138,6 +138,49 @@ def test_inbox_decision_keys_act_on_the_highlighted_row_only(
     assert rita.errors == []
 
 
+def test_a_key_pressed_while_the_inbox_resyncs_keeps_its_row(
+    asgi_server, browser_page, reviewer, settings
+):
+    """The socket's first hello refetches the list. A j pressed while that fetch is on
+    its way stays on the row it moved to: the refetched list does not put the selection
+    back where it was when the fetch began (then a would decide the other item)."""
+    settings.HITL_EXECUTOR = "manual"
+    _, (older,) = open_interrupts(user=reviewer, values=[human_interrupt("archive")])
+    _, (newer,) = open_interrupts(user=reviewer, values=[human_interrupt("publish")])
+    events.publisher.flush()
+    rita = browser_page(asgi_server, "rita")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    mark_no_reload(rita)
+    # A refetch whose body the test lets through when it chooses (as on a slow link).
+    rita.evaluate(
+        """() => {
+            const fetchNow = window.fetch;
+            window.fetch = (...args) => fetchNow(...args).then((r) => r.text()).then((body) => ({
+                ok: true,
+                text: () => new Promise((resolve) => {
+                    window.releaseFetch = () => { window.fetch = fetchNow; resolve(body); };
+                }),
+            }));
+            document.querySelector("#inbox tbody").dataset.stale = "1";
+            document.dispatchEvent(new CustomEvent("hitl:inbox-open"));
+        }"""
+    )
+    for _ in range(200):
+        if rita.evaluate("() => Boolean(window.releaseFetch)"):
+            break
+        rita.wait_for_timeout(20)
+    rita.keyboard.press("j")
+    assert rita.get_attribute("tr.row.selected", "id") == f"row-{older.pk}"
+    rita.evaluate("() => window.releaseFetch()")
+    rita.wait_for_selector("#inbox tbody:not([data-stale])", state="attached")
+    assert rita.get_attribute("tr.row.selected", "id") == f"row-{older.pk}"
+    rita.keyboard.press("a")
+    wait_for(lambda: statuses(older) == ["resolved"], what="accept")
+    settle(rita)
+    assert statuses(newer) == ["pending"]
+    assert rita.errors == []
+
+
 def test_a_typed_note_is_kept_until_sent(asgi_server, browser_page, reviewer, settings):
     settings.HITL_EXECUTOR = "manual"
     thread, (row,) = open_interrupts(user=reviewer, values=[human_interrupt()])
