@@ -238,6 +238,17 @@ def _request_of(row: HumanInterrupt) -> contract.Request:
     return request
 
 
+# What an answer (and taking one back) changes on its row.
+ANSWER_FIELDS = [
+    "status",
+    "response_type",
+    "response_args",
+    "responded_by",
+    "responded_at",
+    "undo_until",
+]
+
+
 @retry_transient
 def interrupt_resolve(
     *,
@@ -350,18 +361,10 @@ def interrupt_resolve(
             actor=user,
             data=data,
         )
-        fields = [
-            "status",
-            "response_type",
-            "response_args",
-            "responded_by",
-            "responded_at",
-            "undo_until",
-        ]
         if pgpaths.available():  # the answer and its audit event in one statement
-            pgpaths.save_with_audit(row, fields, answered)
+            pgpaths.save_with_audit(row, ANSWER_FIELDS, answered)
         else:
-            row.save(update_fields=fields)
+            row.save(update_fields=ANSWER_FIELDS)
             answered.save()
         if grace:
             pk = row.pk
@@ -418,16 +421,7 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
         row.responded_by = None
         row.responded_at = None
         row.undo_until = None
-        row.save(
-            update_fields=[
-                "status",
-                "response_type",
-                "response_args",
-                "responded_by",
-                "responded_at",
-                "undo_until",
-            ]
-        )
+        row.save(update_fields=ANSWER_FIELDS)
         audit.audit_record(
             kind=audit.Kind.INTERRUPT_UNDONE,
             thread=thread,
