@@ -117,10 +117,8 @@ def test_key_sequences_never_decide_by_accident(
     assert rita.errors == []
 
 
-def test_inbox_decision_keys_act_on_the_highlighted_row_only(
-    asgi_server, browser_page, reviewer, settings
-):
-    settings.HITL_EXECUTOR = "manual"
+def inbox_with_two_items(asgi_server, browser_page, reviewer):
+    """Two pending items, the newer listed first, and rita's live inbox showing them."""
     _, (older,) = open_interrupts(user=reviewer, values=[human_interrupt("archive")])
     _, (newer,) = open_interrupts(user=reviewer, values=[human_interrupt("publish")])
     # Their live pushes are out before the page loads: none re-renders a row under j.
@@ -128,6 +126,14 @@ def test_inbox_decision_keys_act_on_the_highlighted_row_only(
     rita = browser_page(asgi_server, "rita")
     rita.wait_for_selector("#live-indicator[data-state=live]")
     mark_no_reload(rita)
+    return older, newer, rita
+
+
+def test_inbox_decision_keys_act_on_the_highlighted_row_only(
+    asgi_server, browser_page, reviewer, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    older, newer, rita = inbox_with_two_items(asgi_server, browser_page, reviewer)
     rita.keyboard.press("j")  # the older one, second row
     assert rita.get_attribute("tr.row.selected", "id") == f"row-{older.pk}"
     rita.keyboard.press("a")
@@ -145,12 +151,7 @@ def test_a_key_pressed_while_the_inbox_resyncs_keeps_its_row(
     its way stays on the row it moved to: the refetched list does not put the selection
     back where it was when the fetch began (then a would decide the other item)."""
     settings.HITL_EXECUTOR = "manual"
-    _, (older,) = open_interrupts(user=reviewer, values=[human_interrupt("archive")])
-    _, (newer,) = open_interrupts(user=reviewer, values=[human_interrupt("publish")])
-    events.publisher.flush()
-    rita = browser_page(asgi_server, "rita")
-    rita.wait_for_selector("#live-indicator[data-state=live]")
-    mark_no_reload(rita)
+    older, newer, rita = inbox_with_two_items(asgi_server, browser_page, reviewer)
     # A refetch whose body the test lets through when it chooses (as on a slow link).
     rita.evaluate(
         """() => {
