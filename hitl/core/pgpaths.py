@@ -3,10 +3,11 @@
 Each replaces several ORM statements (locks, updates, inserts, audit events) with one
 data-modifying CTE that returns what its caller needs: a run's claim, a run's end, a
 run's insert with its thread's change, a pause's interrupt rows with their audit
-events. The locked read a resume answers from is here too, as SQL built once rather
-than an ORM query compiled on every call. Each covers the plain case only and says so
+events, an answer with its audit event. Each covers the plain case only and says so
 when it did nothing (None or False); the caller then takes its ORM path, which handles
-every other case under lock. Other databases always take the ORM path. Measured in
+every other case under lock, and which other databases always take for these writes.
+The two locked reads (a wait's thread, a resume's rows) are here too, as SQL built once
+rather than an ORM query compiled on every call, on every database. Measured in
 bench/peers.py; the statement counts are guarded in tests/core/test_query_counts.py.
 """
 
