@@ -115,9 +115,7 @@ def run_finished(
             )
         )
     rows = list(
-        HumanInterrupt.objects.filter(run_id=run_id)
-        .select_related("reviewer_group")
-        .order_by("created_at", "interrupt_id", "position")
+        HumanInterrupt.objects.filter(run_id=run_id).select_related("reviewer_group").in_order()
     )
     items = [interrupt_item(row) for row in rows] or [
         Interrupt(

@@ -168,6 +168,10 @@ class HumanInterruptQuerySet(QuerySet):
     def pending(self):
         return self.filter(status=HumanInterrupt.Status.PENDING)
 
+    def in_order(self):
+        """The order the graph asked in: by pause, then interrupt id, then request."""
+        return self.order_by("created_at", "interrupt_id", "position")
+
     def for_reviewer(self, user):
         if user.is_superuser or user.has_perm("hitl.review_all"):
             return self
