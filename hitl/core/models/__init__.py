@@ -518,7 +518,7 @@ class ToolExecution(models.Model):
 
 
 # Loaded here so Django registers them with the app.
-# Notification settings and outbox, claims and snoozes (issue 13), in their own modules.
+# Notification settings and outbox, claims and snoozes, in their own modules.
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze  # noqa: E402
 from hitl.core.models.notify import (  # noqa: E402
     GroupNotificationSettings,
