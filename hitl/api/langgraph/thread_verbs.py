@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from hitl.api.langgraph import state
-from hitl.core import audit, services
+from hitl.core import audit, events, services
 from hitl.core.models import AuditEvent, Run, Thread
 from hitl.core.selectors import thread_list_for_user, user_can_cancel_thread, user_can_run_thread
 
@@ -47,8 +47,11 @@ def thread_delete(*, thread: Thread, user) -> None:
             actor=user,
             data={"thread_id": thread_id, "title": thread.title, "graph": thread.graph},
         )
+        run_ids = list(thread.runs.values_list("pk", flat=True))
         thread.delete()
         transaction.on_commit(lambda: _delete_checkpoints(thread_id))
+        # A thread created again under this id starts with an empty event log.
+        transaction.on_commit(lambda: events.thread_forget(thread_id, run_ids))
 
 
 def _delete_checkpoints(thread_id: str) -> None:
