@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from hitl.core import quorum, services
+from hitl.core import errors
+from hitl.core.decisions import quorum
 from hitl.core.models import Approval, HumanInterrupt, ReviewerGroupPolicy
 from tests.core.test_quorum import _user, decide, paused
 
@@ -139,7 +140,7 @@ def test_a_loosening_value_does_not_let_the_requester_approve(
 ):
     requester = _user("reggie", reviewers_group, finance_group)
     row = paused(manual_runs, requester, approvals={"required": 2, "allow_self_approval": True})
-    with pytest.raises(services.Forbidden, match="requested this thread"):
+    with pytest.raises(errors.Forbidden, match="requested this thread"):
         decide(row, requester)
     assert not Approval.objects.filter(interrupt=row).exists()
 
@@ -148,7 +149,7 @@ def test_a_widening_value_does_not_let_a_non_finance_reviewer_approve(
     manual_runs, requester, reviewer, finance_policy
 ):
     row = paused(manual_runs, requester, approvals={"required": 2, "from_groups": ["reviewers"]})
-    with pytest.raises(services.Forbidden, match="must come from: finance"):
+    with pytest.raises(errors.Forbidden, match="must come from: finance"):
         decide(row, reviewer)
     assert not Approval.objects.filter(interrupt=row).exists()
 
@@ -158,6 +159,6 @@ def test_a_value_cannot_keep_a_rejected_item_open(
 ):
     controller = _user("carl", reviewers_group, finance_group)
     row = paused(manual_runs, requester, approvals={"required": 2, "reject_ends": False})
-    ended = decide(row, controller, "ignore")
+    ended = decide(row, controller, "ignore").row
     assert (ended.status, ended.response_type) == ("resolved", "ignore")
     assert HumanInterrupt.objects.get(pk=row.pk).status == "resolved"

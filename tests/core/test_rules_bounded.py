@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import connection
 
-from hitl.core import rules
+from hitl.core.decisions import rules
 from hitl.core.models import AuditEvent, DecisionRule, RuleHit
 from tests.review.conftest import human_interrupt, open_interrupts
 

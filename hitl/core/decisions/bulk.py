@@ -15,10 +15,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hitl.core import services
+from hitl.core import decisions
+from hitl.core.access.permissions import user_can_review, user_can_view_thread
 from hitl.core.errors import Conflict, Invalid, NotFound, ServiceError
 from hitl.core.models import HumanInterrupt
-from hitl.core.selectors import user_can_review, user_can_view_thread
 
 BULK_TYPES = ("accept", "ignore", "response")
 MAX_BULK_ITEMS = 500  # below DATA_UPLOAD_MAX_NUMBER_FIELDS (1000) with room to spare
@@ -83,7 +83,7 @@ def interrupt_bulk_decide(
             )
             continue
         try:
-            services.interrupt_resolve(
+            decisions.interrupt_resolve(
                 interrupt_id=pk,
                 user=user,
                 response_type=response_type,
