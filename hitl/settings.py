@@ -321,7 +321,7 @@ CELERY_BEAT_SCHEDULE = {
 HITL_METRICS_TOKEN = envstr("HITL_METRICS_TOKEN")
 HITL_METRICS_PUBLIC = envbool("HITL_METRICS_PUBLIC", False)
 
-# Notifications (issue 13): e-mail through Django's e-mail framework (any SMTP server)
+# Notifications: e-mail through Django's e-mail framework (any SMTP server)
 # and Slack-compatible incoming webhooks (hosts allow-listed like run webhooks).
 EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
@@ -353,7 +353,7 @@ HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
 
 # Graph registry, like langgraph.json: name -> "module:attr".
 HITL_GRAPHS = {
-    # The ReAct demo agent: clarification, files, approval, final result (issue 3).
+    # The ReAct demo agent: clarification, files, approval, final result.
     "demo": "agents.graphs.demo:demo_graph",
     "approval": "agents.graphs.examples:approval_graph",
     "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
@@ -361,7 +361,7 @@ HITL_GRAPHS = {
     "raw_question": "agents.graphs.examples:raw_graph",
     # A typed input (strings, numbers, enum, list): "New thread" shows it as a form.
     "ticket_triage": "agents.graphs.triage:triage_graph",
-    # Calls tools an AG-UI client defines; their results resume it (issue 6).
+    # Calls tools an AG-UI client defines; their results resume it.
     "client_tools": "agents.graphs.client_tools:client_tools_graph",
 }
 for entry in envlist("HITL_EXTRA_GRAPHS"):
@@ -369,7 +369,7 @@ for entry in envlist("HITL_EXTRA_GRAPHS"):
     HITL_GRAPHS[name.strip()] = target.strip()
 HITL_DEFAULT_GRAPH = envstr("HITL_DEFAULT_GRAPH", "demo")
 
-# Webhooks (issue 6): a run's webhook must be on an allow-listed host ("*.example.com"
+# Webhooks: a run's webhook must be on an allow-listed host ("*.example.com"
 # allows subdomains); bodies are signed per Standard Webhooks (SECRET_KEY when unset).
 # Entries name host and port: "hooks.example.com" (default port), "host:8443", "host:*".
 HITL_WEBHOOK_HOSTS = envlist("HITL_WEBHOOK_HOSTS")

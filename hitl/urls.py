@@ -60,7 +60,7 @@ urlpatterns = [
         name="interrupt-outcome",
     ),
     path("tokens/", tokens.token_list, name="tokens"),
-    # Notifications (issue 13): a message's signed deep link, and my preferences.
+    # Notifications: a message's signed deep link, and my preferences.
     path("n/<str:token>/", notify_views.notification_open, name="notify-open"),
     path(
         "settings/notifications/",
@@ -69,7 +69,7 @@ urlpatterns = [
     ),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("api/v1/", api.urls),
-    # LangGraph-Server-compatible API and AG-UI endpoint (issue 6).
+    # LangGraph-Server-compatible API and AG-UI endpoint.
     path("langgraph/", lgapi.urls),
     path("agui/", agui_api.urls),
     path("admin/", admin.site.urls),

@@ -27,8 +27,9 @@ def user_group_ids(user) -> set[int]:
     return cached
 
 
-def _holds(flag: bool | Callable[[], bool]) -> bool:
-    return flag() if callable(flag) else flag
+def _holds(fact: Any) -> Any:
+    # Facts that cost queries come as callables, asked only when the rule needs them.
+    return fact() if callable(fact) else fact
 
 
 def can_review(
@@ -54,6 +55,7 @@ def can_view_thread(
     members of a group the thread or any of its interrupts is routed to."""
     if is_requester or _holds(review_all):
         return True
+    group_ids = _holds(group_ids)
     if not group_ids:
         return False
     if reviewer_group_id in group_ids:
@@ -89,7 +91,7 @@ def user_can_view_thread(user, thread: Thread) -> bool:
     return can_view_thread(
         is_requester=thread.requester_id == user.pk,
         review_all=lambda: user_can_review_all(user),
-        group_ids=user_group_ids(user),
+        group_ids=lambda: user_group_ids(user),
         thread_id=thread.pk,
         reviewer_group_id=thread.reviewer_group_id,
     )
@@ -142,11 +144,7 @@ def interrupt_list_for_reviewer(user) -> QuerySet[HumanInterrupt]:
 
 
 def thread_pending_interrupts(thread: Thread) -> QuerySet[HumanInterrupt]:
-    return (
-        thread.interrupts.pending()
-        .select_related("reviewer_group")
-        .order_by("created_at", "interrupt_id", "position")
-    )
+    return thread.interrupts.pending().select_related("reviewer_group").in_order()
 
 
 def thread_runs(thread: Thread) -> QuerySet[Run]:

@@ -246,9 +246,15 @@ def _insert_values(obj: Model, prefix: str) -> tuple[str, str, dict[str, Any]]:
 def run_insert_with_thread(
     *, run: Run, thread: Thread, fields: list[str], only_if_no_runs: bool = False
 ) -> bool:
-    """Insert `run` and save `fields` of its thread (locked by the caller) in one
-    statement. With `only_if_no_runs` nothing is written if the thread has a run
-    already; returns whether the run was inserted."""
+    """Insert `run` and save `fields` of its thread (locked by the caller), in one
+    statement on PostgreSQL. With `only_if_no_runs` nothing is written if the thread has
+    a run already; returns whether the run was inserted."""
+    if not available():
+        if only_if_no_runs and thread.runs.exists():
+            return False
+        thread.save(update_fields=fields)
+        run.save(force_insert=True)
+        return True
     sets, params = [], {"thread_id": thread.pk}
     for i, name in enumerate(fields):
         field = Thread._meta.get_field(name)

@@ -405,14 +405,11 @@ def resume_when_answered(
         **fields,
     )
     thread.status = Thread.Status.BUSY
-    if statements.available():  # the thread (locked above) and the run in one statement
-        if not statements.run_insert_with_thread(
-            run=run, thread=thread, fields=["status", "updated_at"]
-        ):
-            raise NotFound("No such thread.")
-    else:
-        run.save(force_insert=True)
-        thread.save(update_fields=["status", "updated_at"])
+    # The thread (locked above) and the run, in one statement where the database can.
+    if not statements.run_insert_with_thread(
+        run=run, thread=thread, fields=["status", "updated_at"]
+    ):
+        raise NotFound("No such thread.")
     announce_thread(thread)
     enqueue_on_commit(run)
     return run

@@ -147,19 +147,12 @@ def run_start(
             # A thread that has never run takes the run's graph; one that ran keeps its own.
             bound, was = thread.graph, thread.status
             thread.graph, thread.status = graph, Thread.Status.BUSY
-            if statements.available():
-                # The thread's change and the run's insert in one statement.
-                started = statements.run_insert_with_thread(
-                    run=run,
-                    thread=thread,
-                    fields=["graph", "status", "updated_at"],
-                    only_if_no_runs=bound != graph,
-                )
-            else:
-                started = bound == graph or not thread.runs.exists()
-                if started:
-                    thread.save(update_fields=["graph", "status", "updated_at"])
-                    run.save(force_insert=True)
+            started = statements.run_insert_with_thread(
+                run=run,
+                thread=thread,
+                fields=["graph", "status", "updated_at"],
+                only_if_no_runs=bound != graph,
+            )
             if not started:
                 thread.graph, thread.status = bound, was
                 raise Invalid(f"This thread runs graph {bound!r}, not {graph!r}.")
