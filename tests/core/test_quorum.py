@@ -135,7 +135,7 @@ def test_a_policy_can_keep_it_open_after_a_reject(
     manual_runs, requester, reviewers_group, reviewer, second_reviewer, third_reviewer
 ):
     # Only the group's policy can: an interrupt value may make a reject end it, not the
-    # opposite (tests/core/test_quorum_stricter.py).
+    # opposite (tests/core/test_four_eyes_stricter_wins.py).
     ReviewerGroupPolicy.objects.create(
         group=reviewers_group, approvals_required=2, reject_ends=False
     )
