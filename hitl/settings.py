@@ -296,6 +296,9 @@ HITL_MAX_ESCALATIONS = envint("HITL_MAX_ESCALATIONS", 3)
 # Seconds a reviewer can undo a decision made in the browser before the agent resumes
 # (0: decisions act at once). API clients ask for one per decision.
 HITL_UNDO_SECONDS = envfloat("HITL_UNDO_SECONDS", 5.0)
+# Milliseconds one decision rule's condition may take on one interrupt; past that the
+# rule fails on it and the item goes to people.
+HITL_RULE_BUDGET_MS = envint("HITL_RULE_BUDGET_MS", 200)
 CELERY_BEAT_SCHEDULE = {
     "hitl-expire-interrupts": {
         "task": "hitl.maintenance.expire_interrupts",

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.models import Group
+from django.db import transaction
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from hitl.core import errors, runs
 from hitl.core.audit import audit_entry, audit_for_thread
+from hitl.core.live import events
 from hitl.core.models import (
     ApiToken,
     Artifact,
@@ -167,6 +170,15 @@ class ThreadAdmin(UuidSearchMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # threads start through the app or the API (runs.run_start)
+
+    def delete_queryset(self, request, queryset):
+        gone = [(t.pk, list(t.runs.values_list("pk", flat=True))) for t in queryset]
+        super().delete_queryset(request, queryset)
+        for thread_id, run_ids in gone:
+            transaction.on_commit(partial(events.thread_forget, thread_id, run_ids))
+
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, Thread.objects.filter(pk=obj.pk))
 
     @admin.action(
         description="Cancel selected threads (pending interrupts, running runs)",

@@ -132,9 +132,14 @@ def test_any_reject_ends_it_at_once(manual_runs, requester, reviewer, second_rev
 
 
 def test_a_policy_can_keep_it_open_after_a_reject(
-    manual_runs, requester, reviewer, second_reviewer, third_reviewer
+    manual_runs, requester, reviewers_group, reviewer, second_reviewer, third_reviewer
 ):
-    row = paused(manual_runs, requester, approvals={"required": 2, "reject_ends": False})
+    # Only the group's policy can: an interrupt value may make a reject end it, not the
+    # opposite (tests/core/test_four_eyes_stricter_wins.py).
+    ReviewerGroupPolicy.objects.create(
+        group=reviewers_group, approvals_required=2, reject_ends=False
+    )
+    row = paused(manual_runs, requester)
     assert decide(row, reviewer, "response", "No, wrong recipient").row.status == "pending"
     assert resumes(row) == []
     decide(row, second_reviewer)

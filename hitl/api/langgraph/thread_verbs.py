@@ -21,6 +21,7 @@ from hitl.core.access.permissions import (
     user_can_cancel_thread,
     user_can_change_thread,
 )
+from hitl.core.live import events
 from hitl.core.models import AuditEvent, Run, Thread
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,11 @@ def thread_delete(*, thread: Thread, user) -> None:
             actor=user,
             data={"thread_id": thread_id, "title": thread.title, "graph": thread.graph},
         )
+        run_ids = list(thread.runs.values_list("pk", flat=True))
         thread.delete()
         transaction.on_commit(lambda: _delete_checkpoints(thread_id))
+        # A thread created again under this id starts with an empty event log.
+        transaction.on_commit(lambda: events.thread_forget(thread_id, run_ids))
 
 
 def _delete_checkpoints(thread_id: str) -> None:
