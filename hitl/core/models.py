@@ -523,6 +523,7 @@ from hitl.core.notify_models import (  # noqa: E402
     NotificationPreference,
 )
 from hitl.core.policy_models import Approval, DecisionRule, RuleHit  # noqa: E402
+from hitl.core.sso_models import SsoIdentity  # noqa: E402
 
 __all__ = [
     "ApiToken",
@@ -541,6 +542,7 @@ __all__ = [
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",
+    "SsoIdentity",
     "Thread",
     "ToolExecution",
     "WebhookDelivery",
