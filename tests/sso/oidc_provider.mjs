@@ -62,7 +62,8 @@ const provider = new Provider(issuer, {
     groups: ['groups'],
   },
   scopes: ['openid', 'email', 'profile', 'groups'],
-  ttl: { IdToken: 600, AccessToken: 600, AuthorizationCode: 60, Session: 3600, Interaction: 600, Grant: 3600 },
+  // Cookies outlive any clock_offset a test sets (the browser keeps real time).
+  ttl: { IdToken: 600, AccessToken: 600, AuthorizationCode: 60, Session: 86400, Interaction: 86400, Grant: 86400 },
   features: { devInteractions: { enabled: true } },
   async findAccount(ctx, id) {
     const user = state().users[id];
