@@ -1,0 +1,112 @@
+"""Single sign-on in real headless Chromium: a real daphne configured for the test OIDC
+provider (a real `oidc-provider` process), the provider's own login form, back to the
+inbox with the groups the claim gives; logout ends the session."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
+
+from tests.conftest import BIN, free_port, service_env, spawn, wait_for
+from tests.review import test_browser as base
+from tests.review.conftest import human_interrupt, open_interrupts
+from tests.sso.conftest import OidcProvider, start_provider
+
+chromium = base.chromium
+
+pytestmark = [pytest.mark.postgres, pytest.mark.browser]
+
+
+@pytest.fixture
+def sso_server(test_database_url, tmp_path, transactional_db) -> Iterator[tuple[str, OidcProvider]]:
+    """daphne with single sign-on against a provider that knows its redirect URI."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    provider = start_provider(tmp_path, [f"{base_url}/sso/callback/"])
+    proc = spawn(
+        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        service_env(test_database_url, **provider.env()),
+        tmp_path / "daphne.log",
+    )
+
+    def up() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_for(up, 30, 0.1, "daphne to listen")
+        yield base_url, provider
+    finally:
+        proc.stop()
+        provider.stop()
+
+
+@pytest.fixture
+def browser(chromium, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    yield context
+    context.close()
+
+
+def sign_in(page, base_url: str, login: str) -> None:
+    page.goto(f"{base_url}/login/")
+    page.click("#sso-login")
+    page.wait_for_selector("input[name=login]")  # the provider's own login form
+    page.fill("input[name=login]", login)
+    page.fill("input[name=password]", "any password")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
+
+
+def test_a_reviewer_signs_in_through_the_provider_and_lands_with_the_right_groups(
+    sso_server, browser, requester, reviewers_group
+):
+    base_url, provider = sso_server
+    _, (row,) = open_interrupts(
+        user=requester, values=[human_interrupt("pay_invoice")], title="SSO inbox"
+    )
+    page = browser.new_page()
+    page.set_default_timeout(base.TIMEOUT_MS)
+    page.goto(f"{base_url}/login/")
+    assert page.inner_text("#sso-login") == "Sign in with single sign-on"
+    sign_in(page, base_url, "fin.sso")
+
+    user = get_user_model().objects.get(username="fin.sso")
+    assert set(user.groups.values_list("name", flat=True)) == {"reviewers", "finance"}
+    assert page.locator(f"#row-{row.pk}").is_visible()
+    assert "fin.sso" in page.inner_text("header")
+
+    # Logout ends the HITL session: its row is gone and the cookie opens nothing.
+    key = next(c["value"] for c in browser.cookies() if c["name"] == "sessionid")
+    assert Session.objects.filter(session_key=key).exists()
+    page.click("header button:has-text('Log out')")
+    page.wait_for_url(f"{base_url}/login/")
+    assert not Session.objects.filter(session_key=key).exists()
+    page.goto(f"{base_url}/")
+    assert page.url.startswith(f"{base_url}/login/")
+
+
+def test_a_reviewer_dropped_from_the_idp_group_no_longer_sees_the_item_after_signing_in_again(
+    sso_server, browser, requester, reviewers_group
+):
+    base_url, provider = sso_server
+    _, (row,) = open_interrupts(user=requester, values=[human_interrupt()], title="Dropped")
+    page = browser.new_page()
+    page.set_default_timeout(base.TIMEOUT_MS)
+    sign_in(page, base_url, "rita.sso")
+    assert page.locator(f"#row-{row.pk}").is_visible()
+    page.click("header button:has-text('Log out')")
+    page.wait_for_url(f"{base_url}/login/")
+
+    provider.set_groups("rita.sso", ["marketing"])
+    browser.clear_cookies()  # a new day: no session at the provider either
+    sign_in(page, base_url, "rita.sso")
+    assert page.locator(f"#row-{row.pk}").count() == 0
+    rita = get_user_model().objects.get(username="rita.sso")
+    assert not rita.groups.exists()
+    assert page.goto(f"{base_url}/threads/{row.thread_id}/").status == 404
