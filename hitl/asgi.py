@@ -49,7 +49,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from hitl.core import events  # noqa: E402
+from hitl.core.live import events  # noqa: E402
 from hitl.ops import maintenance  # noqa: E402
 from hitl.review.routing import websocket_urlpatterns  # noqa: E402
 

@@ -22,10 +22,9 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from hitl.core import services
-from hitl.core.errors import is_transient
+from hitl.core import decisions
+from hitl.core.errors import ServiceError, is_transient
 from hitl.core.models import HumanInterrupt, Run
-from hitl.core.services import ServiceError
 from hitl.ops import services as ops_services
 from hitl.ops.notifications import notify_sweep
 
@@ -137,7 +136,7 @@ def reap_runs_task() -> dict[str, int]:
     with _skip_sweep_on_outage("reaper"):
         result = reap_runs()
         # Decisions whose grace period ended without their release task (a lost message).
-        result["released"] = services.interrupt_release_due()
+        result["released"] = decisions.interrupt_release_due()
         if any(result.values()):
             log.info("reaper: %s", result)
         return result
@@ -186,7 +185,7 @@ def _sweep_forever() -> None:
             if now >= next_reap:
                 next_reap = now + settings.HITL_REAPER_SECONDS
                 reap_runs()
-                services.interrupt_release_due()
+                decisions.interrupt_release_due()
         except Exception:  # a bad sweep must not end the sweeping
             log.exception("in-process sweep failed")
         finally:

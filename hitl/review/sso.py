@@ -26,7 +26,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from hitl.core.sso import sso_user_sign_in
+from hitl.core.access.sso import sso_user_sign_in
 
 log = logging.getLogger(__name__)
 

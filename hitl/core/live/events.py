@@ -22,8 +22,8 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
-from hitl.core import eventlog
 from hitl.core.errors import is_transient
+from hitl.core.live import eventlog
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class ThreadEvent(TypedDict):
     type: Literal["thread.event"]
     thread_id: str
     event: dict[str, Any]
-    # The event's id in the thread's replayable log (hitl.core.eventlog), when logged.
+    # The event's id in the thread's replayable log (hitl.core.live.eventlog), when logged.
     seq: NotRequired[str]
 
 

@@ -1,6 +1,6 @@
 """Who a user is at the company's identity provider (single sign-on, README).
 
-Imported by hitl/core/models.py so the model belongs to the `hitl` app.
+Imported by hitl/core/models/__init__.py so the model belongs to the `hitl` app.
 """
 
 from __future__ import annotations

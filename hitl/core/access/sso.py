@@ -18,7 +18,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from hitl.core.sso_models import SsoIdentity
+from hitl.core.models.sso import SsoIdentity
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ _local = threading.local()
 
 
 def _redis() -> Any:
-    from hitl.core import eventlog
+    from hitl.core.live import eventlog
 
     return eventlog._client() if eventlog.enabled() else None
 
@@ -126,8 +126,8 @@ def connect_signals() -> None:
     from django.db.models.signals import m2m_changed, post_delete, post_save
 
     from hitl.core.models import ReviewerGroupPolicy
-    from hitl.core.notify_models import GroupNotificationSettings, NotificationPreference
-    from hitl.core.policy_models import DecisionRule
+    from hitl.core.models.notify import GroupNotificationSettings, NotificationPreference
+    from hitl.core.models.policy import DecisionRule
 
     user = get_user_model()
     # Users, memberships and permissions decide who is notified of a group's items.

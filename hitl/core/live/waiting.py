@@ -23,8 +23,8 @@ from channels.layers import get_channel_layer
 from channels_redis.core import RedisChannelLayer
 from django.db import close_old_connections
 
-from hitl.core import events
 from hitl.core.errors import Unavailable, is_transient
+from hitl.core.live import events
 from hitl.core.models import Run, Thread
 
 log = logging.getLogger(__name__)
