@@ -4,7 +4,7 @@ The library runs the authorization code flow (state, nonce, PKCE) and checks the
 token's signature against the provider's JWKS. On top of it: endpoints from the issuer's
 discovery document, the ID token's issuer, audience and lifetime checked (the library
 checks only signature and nonce), users keyed by (issuer, sub), and groups and named
-permissions set from a claim at every login (hitl/core/sso.py).
+permissions set from a claim at every login (hitl/core/access/sso.py).
 """
 
 from __future__ import annotations

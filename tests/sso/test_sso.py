@@ -263,3 +263,18 @@ def test_a_malformed_mapping_fails_loudly(monkeypatch):
         envpairs("HITL_OIDC_GROUP_MAP")
     monkeypatch.setenv("HITL_OIDC_GROUP_MAP", "a=x, a=y")
     assert envpairs("HITL_OIDC_GROUP_MAP") == [("a", "x"), ("a", "y")]
+
+
+def test_an_admin_sees_who_signed_in_through_sso(sso, admin_user):
+    sso_login(Client(), "fin.sso")
+    admin = Client()
+    admin.force_login(admin_user)
+    listing = admin.get("/admin/hitl/ssoidentity/")
+    assert listing.status_code == 200
+    assert b"fin.sso" in listing.content and b"hitl-finance" in listing.content
+    assert admin.get("/admin/hitl/ssoidentity/add/").status_code == 403
+
+
+def test_a_next_url_off_the_site_is_ignored(sso):
+    landed = sso_login(Client(), "rita.sso", next_url="https://evil.example/")
+    assert landed.status_code == 302 and landed["Location"] == "/"
