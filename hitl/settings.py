@@ -186,6 +186,10 @@ if HITL_SSO:
     OIDC_TIMEOUT = envfloat("HITL_OIDC_TIMEOUT", 10.0)
     OIDC_AUTHENTICATION_CALLBACK_URL = "sso-callback"
     LOGIN_REDIRECT_URL_FAILURE = "/login/"
+    # Logout also ends the session at the provider (RP-initiated logout): the ID token is
+    # kept in the session as the logout request's hint.
+    HITL_OIDC_LOGOUT_AT_IDP = envbool("HITL_OIDC_LOGOUT_AT_IDP", False)
+    OIDC_STORE_ID_TOKEN = HITL_OIDC_LOGOUT_AT_IDP
     # Seconds of clock difference with the provider tolerated on exp/iat/nbf.
     HITL_OIDC_LEEWAY = envint("HITL_OIDC_LEEWAY", 60)
 

@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from hitl.api.agui import api as agui_api
@@ -23,7 +22,7 @@ urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
     path("", views.inbox, name="home"),
     path("login/", sso.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", sso.LogoutView.as_view(), name="logout"),
     # Single sign-on (OpenID Connect): 404 unless configured. The redirect URI to register
     # at the provider is <public URL>/sso/callback/.
     path("sso/login/", sso.SsoLoginView.as_view(), name="sso-login"),

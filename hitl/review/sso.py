@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from typing import Any
+from urllib.parse import urlencode
 
 import jwt
 import requests
@@ -230,6 +231,29 @@ class LoginView(auth_views.LoginView):
             context["sso_error"] = "Password login is turned off: sign in with single sign-on."
             return render(request, self.template_name, context, status=403)
         return super().post(request, *args, **kwargs)
+
+
+class LogoutView(auth_views.LogoutView):
+    """Ends the HITL session; with HITL_OIDC_LOGOUT_AT_IDP, then the provider's too."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get("oidc_id_token")
+        response = super().post(request, *args, **kwargs)
+        if not (settings.HITL_SSO and getattr(settings, "HITL_OIDC_LOGOUT_AT_IDP", False)):
+            return response
+        try:
+            end_session = discovery().get("end_session_endpoint")
+        except SsoUnavailable as exc:
+            log.error("sso: logout at the provider skipped: %s", exc)
+            return response
+        if not (id_token and end_session):
+            return response
+        query = {
+            "id_token_hint": id_token,
+            "client_id": settings.OIDC_RP_CLIENT_ID,
+            "post_logout_redirect_uri": request.build_absolute_uri(reverse("login")),
+        }
+        return redirect(f"{end_session}?{urlencode(query)}")
 
 
 def admin_login(request, **kwargs):

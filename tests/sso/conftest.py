@@ -65,6 +65,9 @@ class OidcProvider:
                     "client_id": CLIENT_ID,
                     "client_secret": CLIENT_SECRET,
                     "redirect_uris": redirect_uris,
+                    "post_logout_redirect_uris": [
+                        uri.replace("/sso/callback/", "/login/") for uri in redirect_uris
+                    ],
                 }
             ],
             "users": json.loads(json.dumps(USERS)),

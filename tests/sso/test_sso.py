@@ -5,6 +5,9 @@ turned off, and logout. Through Django's test client; runs on SQLite and Postgre
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
+import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -278,3 +281,23 @@ def test_an_admin_sees_who_signed_in_through_sso(sso, admin_user):
 def test_a_next_url_off_the_site_is_ignored(sso):
     landed = sso_login(Client(), "rita.sso", next_url="https://evil.example/")
     assert landed.status_code == 302 and landed["Location"] == "/"
+
+
+def test_logout_can_end_the_session_at_the_provider_too(sso, settings):
+    settings.HITL_OIDC_LOGOUT_AT_IDP = settings.OIDC_STORE_ID_TOKEN = True
+    client = Client()
+    sso_login(client, "rita.sso")
+    key = client.session.session_key
+    out = client.post("/logout/")
+    assert out.status_code == 302
+    end, _, query = out["Location"].partition("?")
+    assert end == f"{sso.issuer}/session/end"
+    params = dict(parse_qsl(query))
+    assert params["post_logout_redirect_uri"] == "http://testserver/login/"
+    assert params["client_id"] == "hitl" and params["id_token_hint"].count(".") == 2
+    assert not Session.objects.filter(session_key=key).exists()
+    # The provider accepts the hint and the return address (it answers a bad one with 400).
+    confirm = httpx.get(out["Location"], timeout=20)
+    assert confirm.status_code == 200 and "logout" in confirm.text.lower()
+    elsewhere = out["Location"].replace("testserver", "evil.example")
+    assert httpx.get(elsewhere, timeout=20).status_code == 400
