@@ -6,6 +6,7 @@ checkpointer, the in-memory channel layer and runs executed in-process.
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
@@ -263,6 +264,13 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     }
 }
+if HITL_SSO and HITL_OIDC_LOGOUT_AT_IDP:
+    # The logout form's answer redirects to the provider, and browsers check form-action
+    # on a form's redirects too.
+    _issuer = urlsplit(HITL_OIDC_ISSUER)
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        f"{_issuer.scheme}://{_issuer.netloc}"
+    )
 PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
 
 REDIS_URL = envstr("REDIS_URL")

@@ -5,8 +5,6 @@ inbox with the groups the claim gives; logout ends the session."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
@@ -22,27 +20,37 @@ pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 
 
 @pytest.fixture
-def sso_server(test_database_url, tmp_path, transactional_db) -> Iterator[tuple[str, OidcProvider]]:
-    """daphne with single sign-on against a provider that knows its redirect URI."""
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    provider = start_provider(tmp_path, [f"{base_url}/sso/callback/"])
-    proc = spawn(
-        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
-        service_env(test_database_url, **provider.env()),
-        tmp_path / "daphne.log",
-    )
+def sso_server_for(test_database_url, tmp_path, transactional_db):
+    """Start daphne with single sign-on against a provider that knows its redirect URI."""
+    started = []
 
-    def up() -> bool:
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
+    def start(**env: str) -> tuple[str, OidcProvider]:
+        port = free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        provider = start_provider(tmp_path, [f"{base_url}/sso/callback/"])
+        started.append(provider.proc)
+        proc = spawn(
+            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            service_env(test_database_url, **provider.env(), **env),
+            tmp_path / "daphne.log",
+        )
+        started.append(proc)
 
-    try:
+        def up() -> bool:
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
         wait_for(up, 30, 0.1, "daphne to listen")
-        yield base_url, provider
-    finally:
+        return base_url, provider
+
+    yield start
+    for proc in reversed(started):
         proc.stop()
-        provider.stop()
+
+
+@pytest.fixture
+def sso_server(sso_server_for) -> tuple[str, OidcProvider]:
+    return sso_server_for()
 
 
 @pytest.fixture
@@ -110,3 +118,21 @@ def test_a_reviewer_dropped_from_the_idp_group_no_longer_sees_the_item_after_sig
     rita = get_user_model().objects.get(username="rita.sso")
     assert not rita.groups.exists()
     assert page.goto(f"{base_url}/threads/{row.thread_id}/").status == 404
+
+
+def test_logout_at_the_provider_ends_both_sessions_and_comes_back(sso_server_for, browser):
+    base_url, provider = sso_server_for(HITL_OIDC_LOGOUT_AT_IDP="1")
+    page = browser.new_page()
+    page.set_default_timeout(base.TIMEOUT_MS)
+    sign_in(page, base_url, "rita.sso")
+    key = next(c["value"] for c in browser.cookies() if c["name"] == "sessionid")
+
+    page.click("header button:has-text('Log out')")
+    page.wait_for_url(f"{provider.issuer}/session/end**")  # the provider asks to confirm
+    assert not Session.objects.filter(session_key=key).exists()
+    page.click("button[name=logout]")
+    page.wait_for_url(f"{base_url}/login/")
+
+    # The provider's session is gone too: signing in asks for the password again.
+    page.click("#sso-login")
+    page.wait_for_selector("input[name=login]")
