@@ -176,6 +176,10 @@ if HITL_SSO:
         AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
     OIDC_RP_CLIENT_ID = HITL_OIDC_CLIENT_ID
     OIDC_RP_CLIENT_SECRET = envstr("HITL_OIDC_CLIENT_SECRET")
+    if not OIDC_RP_CLIENT_SECRET:
+        raise ImproperlyConfigured("single sign-on needs HITL_OIDC_CLIENT_SECRET")
+    if urlsplit(HITL_OIDC_ISSUER).scheme not in ("https", "http"):
+        raise ImproperlyConfigured(f"HITL_OIDC_ISSUER must be a URL, got {HITL_OIDC_ISSUER!r}")
     OIDC_RP_SCOPES = envstr("HITL_OIDC_SCOPES", "openid email profile groups")
     OIDC_RP_SIGN_ALGO = envstr("HITL_OIDC_SIGN_ALGO", "RS256")
     # Empty: taken from {issuer}/.well-known/openid-configuration on first use.

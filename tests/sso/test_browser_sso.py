@@ -5,6 +5,7 @@ inbox with the groups the claim gives; logout ends the session."""
 from __future__ import annotations
 
 import socket
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
@@ -82,6 +83,8 @@ def test_a_reviewer_signs_in_through_the_provider_and_lands_with_the_right_group
     page.set_default_timeout(base.TIMEOUT_MS)
     page.goto(f"{base_url}/login/")
     assert page.inner_text("#sso-login") == "Sign in with single sign-on"
+    base.ARTIFACTS.mkdir(exist_ok=True)
+    base.shot(page, "sso-login-page")
     sign_in(page, base_url, "fin.sso")
 
     user = get_user_model().objects.get(username="fin.sso")

@@ -5,6 +5,8 @@ turned off, and logout. Through Django's test client; runs on SQLite and Postgre
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from urllib.parse import parse_qsl
 
 import httpx
@@ -301,3 +303,27 @@ def test_logout_can_end_the_session_at_the_provider_too(sso, settings):
     assert confirm.status_code == 200 and "logout" in confirm.text.lower()
     elsewhere = out["Location"].replace("testserver", "evil.example")
     assert httpx.get(elsewhere, timeout=20).status_code == 400
+
+
+def test_sso_settings_without_a_secret_fail_loudly(tmp_path):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HITL_VAR_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "hitl.settings",
+        "HITL_OIDC_ISSUER": "https://sso.example.com",
+        "HITL_OIDC_CLIENT_ID": "hitl",
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode != 0 and "HITL_OIDC_CLIENT_SECRET" in run.stderr
+    run = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**env, "HITL_OIDC_CLIENT_SECRET": "s", "HITL_PASSWORD_LOGIN": "maybe"},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode != 0 and "HITL_PASSWORD_LOGIN must be a boolean" in run.stderr
