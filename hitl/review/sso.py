@@ -19,6 +19,7 @@ import requests
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -86,6 +87,11 @@ class SsoBackend(OIDCAuthenticationBackend):
         from django.contrib.auth import get_user_model
 
         self.UserModel = get_user_model()
+
+    def get_user(self, user_id):
+        # The library's get_user skips ModelBackend's is_active check: a user deactivated
+        # in admin would keep their SSO sessions.
+        return ModelBackend.get_user(self, user_id)
 
     def authenticate(self, request, **kwargs):
         if request is None or "nonce" not in kwargs or "password" in kwargs:

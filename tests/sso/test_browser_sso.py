@@ -13,6 +13,7 @@ from django.contrib.sessions.models import Session
 from tests.conftest import BIN, free_port, service_env, spawn, wait_for
 from tests.review import test_browser as base
 from tests.review.conftest import human_interrupt, open_interrupts
+from tests.review.test_browser_axe import axe_violations
 from tests.sso.conftest import OidcProvider, start_provider
 
 chromium = base.chromium
@@ -73,7 +74,7 @@ def sign_in(page, base_url: str, login: str) -> None:
 
 
 def test_a_reviewer_signs_in_through_the_provider_and_lands_with_the_right_groups(
-    sso_server, browser, requester, reviewers_group
+    sso_server, browser, chromium, requester, reviewers_group
 ):
     base_url, provider = sso_server
     _, (row,) = open_interrupts(
@@ -85,6 +86,14 @@ def test_a_reviewer_signs_in_through_the_provider_and_lands_with_the_right_group
     assert page.inner_text("#sso-login") == "Sign in with single sign-on"
     base.ARTIFACTS.mkdir(exist_ok=True)
     base.shot(page, "sso-login-page")
+    # The login page with SSO passes axe-core too (a context that lets axe in).
+    checker = chromium.new_context(bypass_csp=True)
+    try:
+        axe_page = checker.new_page()
+        axe_page.goto(f"{base_url}/login/")
+        assert axe_violations(axe_page) == []
+    finally:
+        checker.close()
     sign_in(page, base_url, "fin.sso")
 
     user = get_user_model().objects.get(username="fin.sso")

@@ -200,6 +200,14 @@ def test_a_deactivated_user_cannot_sign_in(sso):
     assert refused.status_code == 403 and signed_in_as(client) is None
 
 
+def test_deactivating_a_user_ends_their_sso_sessions(sso):
+    client = Client()
+    sso_login(client, "rita.sso")
+    assert client.get("/").status_code == 200
+    User.objects.filter(username="rita.sso").update(is_active=False)
+    assert client.get("/")["Location"].startswith("/login/")
+
+
 def test_logout_ends_the_sso_session(sso):
     client = Client()
     sso_login(client, "rita.sso")
