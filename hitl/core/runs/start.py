@@ -28,7 +28,7 @@ from hitl.core.runs import dispatch
 log = logging.getLogger(__name__)
 
 
-def _announce_thread(
+def announce_thread(
     thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
 ) -> None:
     """Tell every listener of the thread its new status once the change commits.
@@ -48,7 +48,7 @@ def _announce_thread(
     )
 
 
-def _enqueue(run: Run) -> None:
+def enqueue_on_commit(run: Run) -> None:
     """Send the run once the transaction commits. The caller has stamped the run's
     dispatched_at; a send that fails clears it, so the reaper re-sends it soon."""
     run_id, thread_id = run.pk, run.thread_id
@@ -163,8 +163,8 @@ def run_start(
             if not started:
                 thread.graph, thread.status = bound, was
                 raise Invalid(f"This thread runs graph {bound!r}, not {graph!r}.")
-        _announce_thread(thread)
-        _enqueue(run)
+        announce_thread(thread)
+        enqueue_on_commit(run)
     return run
 
 
@@ -209,5 +209,5 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
                     status="cancelled",
                 )
             )
-        _announce_thread(thread)
+        announce_thread(thread)
     return thread

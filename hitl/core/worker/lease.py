@@ -26,7 +26,7 @@ from hitl.core.db.retry import retry_transient
 from hitl.core.decisions import quorum, rules
 from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, Run, Thread
-from hitl.core.runs.start import _announce_thread
+from hitl.core.runs.start import announce_thread
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def _expiry_fields(value: Any, request: contract.Request, group: Group, now) -> 
     return fields
 
 
-def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
+def lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
     """Lock a run's thread, then the run.
 
     Thread first, like every service that changes a thread (decide, cancel, start):
@@ -219,7 +219,7 @@ def run_finish(
                 return None  # cancelled, or another worker took over: its outcome counts
             thread, run = locked
         else:
-            thread, run = _lock_thread_and_run(run_id, thread_id)
+            thread, run = lock_thread_and_run(run_id, thread_id)
             if (
                 thread is None
                 or run is None
@@ -334,7 +334,7 @@ def run_finish(
             )
         # Announced first after the commit: the waiting client is answered before the
         # inbox rows are rendered and notifications are queued.
-        _announce_thread(thread, run_end, run_ended=True)
+        announce_thread(thread, run_end, run_ended=True)
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
@@ -352,7 +352,7 @@ def run_finish(
 def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
     """Record a failed run; the thread shows the error until a new run starts."""
     with transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id)
+        thread, run = lock_thread_and_run(run_id)
         if (
             thread is None
             or run is None
@@ -377,5 +377,5 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])
         events.emit_run_ended(run)
-        _announce_thread(thread, run_ended=True)
+        announce_thread(thread, run_ended=True)
     return run
