@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from hitl.api.agui import api as agui_api
@@ -13,6 +12,7 @@ from hitl.review import (
     claim_views,
     notify_views,
     run_actions,
+    sso,
     timetravel,
     tokens,
     views,
@@ -21,8 +21,12 @@ from hitl.review import (
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
     path("", views.inbox, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso.LoginView.as_view(), name="login"),
+    path("logout/", sso.LogoutView.as_view(), name="logout"),
+    # Single sign-on (OpenID Connect): 404 unless configured. The redirect URI to register
+    # at the provider is <public URL>/sso/callback/.
+    path("sso/login/", sso.SsoLoginView.as_view(), name="sso-login"),
+    path("sso/callback/", sso.SsoCallbackView.as_view(), name="sso-callback"),
     path("threads/new/", views.thread_new, name="thread-new"),
     path("threads/<uuid:thread_id>/", views.thread_detail, name="thread"),
     path("threads/<uuid:thread_id>/live/", views.thread_live, name="thread-live"),
@@ -72,6 +76,7 @@ urlpatterns = [
     # LangGraph-Server-compatible API and AG-UI endpoint.
     path("langgraph/", lgapi.urls),
     path("agui/", agui_api.urls),
+    path("admin/login/", sso.admin_login),
     path("admin/", admin.site.urls),
     # Operations (hitl/ops/views.py).
     path("healthz", ops.healthz, name="healthz"),

@@ -25,6 +25,7 @@ from hitl.core.models import (
     HumanInterrupt,
     ReviewerGroupPolicy,
     Run,
+    SsoIdentity,
     Thread,
     ToolExecution,
     WebhookDelivery,
@@ -455,6 +456,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("prefix", "user", "name", "created_at", "last_used_at")
     list_select_related = ("user",)
     readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+
+
+@admin.register(SsoIdentity)
+class SsoIdentityAdmin(admin.ModelAdmin):
+    """Who signed in through SSO as whom; deleting one unlinks it (the next login makes a
+    new user). Written only by logins."""
+
+    list_display = ("user", "subject", "issuer", "claim_values", "last_login_at")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "subject")
+    readonly_fields = ("user", "issuer", "subject", "claim_values", "created_at", "last_login_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 def _report(model_admin, request, done: int, one: str, many: str, failed: list[str]) -> None:

@@ -50,6 +50,8 @@ def login_url(next_url: str) -> str:
 
 def _is_reviewer_page(view) -> bool:
     module = getattr(view, "__module__", "")
+    if module == "hitl.review.sso":  # the login pages: for anonymous users by design
+        return False
     return module.startswith("hitl.review.") or module == "hitl.ops.thread_actions"
 
 

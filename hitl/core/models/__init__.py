@@ -527,6 +527,7 @@ from hitl.core.models.notify import (  # noqa: E402
     NotificationPreference,
 )
 from hitl.core.models.policy import Approval, DecisionRule, RuleHit  # noqa: E402
+from hitl.core.models.sso import SsoIdentity  # noqa: E402
 
 __all__ = [
     "ApiToken",
@@ -545,6 +546,7 @@ __all__ = [
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",
+    "SsoIdentity",
     "Thread",
     "ToolExecution",
     "WebhookDelivery",
