@@ -13,7 +13,7 @@ class ReviewConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_out
         from django.db.models.signals import post_save
 
-        from hitl.core import events
+        from hitl.core.live import events
         from hitl.review import consumers, fragments
 
         # Rendered once where the interrupt is published, not in every web process.

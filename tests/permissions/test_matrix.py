@@ -15,11 +15,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 
-from hitl.core import services
-from hitl.core.claim_models import InterruptClaim, InterruptSnooze
-from hitl.core.files import thread_files
+from hitl.core.decisions.answer import interrupt_resolve
+from hitl.core.files.storage import thread_files
 from hitl.core.models import ApiToken, AuditEvent, HumanInterrupt, Run, Thread
-from hitl.core.notify_models import NotificationPreference
+from hitl.core.models.claims import InterruptClaim, InterruptSnooze
+from hitl.core.models.notify import NotificationPreference
 from tests.permissions.conftest import FILE_BODY, FILE_PATH, TITLE, World
 from tests.permissions.matrix import ACTIONS, CELLS, README, ROLES, expected, read_table
 
@@ -303,9 +303,7 @@ def snooze_page(w: World) -> str:
 def answered_by_another(w: World) -> None:
     """The pending item, answered by another reviewer of the group, still undoable."""
     with override_settings(HITL_UNDO_SECONDS=300):
-        services.interrupt_resolve(
-            interrupt_id=w.row.pk, user=w.other_reviewer, response_type="accept"
-        )
+        interrupt_resolve(interrupt_id=w.row.pk, user=w.other_reviewer, response_type="accept")
 
 
 def undo_page(w: World) -> str:
