@@ -17,6 +17,8 @@ import httpx
 import pytest
 from django.test import Client
 from django.urls import URLPattern
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as langgraph_api
@@ -181,3 +183,78 @@ def test_every_route_through_daphne_answers_a_bad_form_body_with_a_400(
             if verdict != "ok":
                 wrong[f"{method} {path}"] = verdict
     assert wrong == {}
+
+
+# --- fuzzing: generated multipart bodies on every route, through daphne ----------------
+
+_boundaries = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=126), min_size=0, max_size=80
+)
+_header_values = st.one_of(
+    st.just('form-data; name="file"; filename="a.txt"'),
+    st.just('form-data; name="values"'),
+    st.text(max_size=40),
+    st.binary(max_size=1500).map(lambda b: b.decode("latin-1")),
+)
+_parts = st.lists(
+    st.tuples(_header_values, st.binary(max_size=200), st.booleans()), min_size=0, max_size=4
+)
+
+
+@st.composite
+def multipart_requests(draw):
+    boundary = draw(_boundaries)
+    content_type = draw(
+        st.sampled_from(
+            [
+                f"multipart/form-data; boundary={boundary}",
+                f'multipart/form-data; boundary="{boundary}"',
+                "multipart/form-data",
+                f"multipart/mixed; boundary={boundary}",
+                f"multipart/form-data; charset=utf-8; boundary={boundary}",
+            ]
+        )
+    )
+    body = b""
+    for header, content, closed in draw(_parts):
+        body += f"--{boundary}\r\n".encode("latin-1", "replace")
+        body += b"Content-Disposition: " + header.encode("latin-1", "replace") + b"\r\n"
+        body += (b"\r\n" if closed else b"") + content + b"\r\n"
+    if draw(st.booleans()):
+        body += f"--{boundary}--\r\n".encode("latin-1", "replace")
+    return content_type, body
+
+
+@pytest.mark.postgres
+def test_generated_multipart_bodies_never_get_a_5xx_through_daphne(
+    daphne, transactional_db, requester
+):
+    page = Client()
+    page.force_login(requester)
+    cookies = {"sessionid": page.cookies["sessionid"].value, "csrftoken": CSRF}
+    headers = {"Authorization": f"Bearer {token_for(requester)}", "X-CSRFToken": CSRF}
+    failures: list[str] = []
+    routes = [route for route in ROUTES if route[1] != "/logout/"]
+    sent = 0
+
+    with httpx.Client(base_url=daphne, cookies=cookies, timeout=30) as http:
+
+        @settings(max_examples=60, deadline=None, database=None, derandomize=True)
+        @given(st.sampled_from(routes), multipart_requests())
+        def check(route, request):
+            nonlocal sent
+            content_type, body = request
+            method, path = route
+            response = http.request(
+                method,
+                concrete(path),
+                content=body,
+                headers={**headers, "Content-Type": content_type},
+            )
+            sent += 1
+            if response.status_code >= 500:
+                failures.append(f"{method} {path} {content_type!r}: {response.status_code}")
+
+        check()
+    assert sent >= 60
+    assert failures == []
