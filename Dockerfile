@@ -26,4 +26,4 @@ COPY static static
 
 USER hitl
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "--proxy-headers", "hitl.asgi:application"]
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "hitl.asgi:application"]

@@ -40,6 +40,11 @@ router = ProtocolTypeRouter(
 )
 
 
+from hitl.security import ClientAddressMiddleware  # noqa: E402
+
+router = ClientAddressMiddleware(router)
+
+
 async def application(scope, receive, send):
     # In-process runs publish live events on the server's own loop.
     events.publisher.bind_loop(asyncio.get_running_loop())

@@ -13,7 +13,13 @@ from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.utils.decorators import sync_and_async_middleware
 
-from hitl.core.errors import Invalid, check_json
+from hitl.core.errors import (
+    Invalid,
+    check_json,
+    form_body_errors,
+    form_body_message,
+    multipart_boundary_problem,
+)
 from hitl.outage import API_PREFIXES
 
 
@@ -34,7 +40,8 @@ def bad_input_response(request: HttpRequest, message: str) -> HttpResponse:
 
 @sync_and_async_middleware
 def bounded_input_middleware(get_response):
-    """Check the query string of every request and the fields of urlencoded form posts.
+    """Check the query string of every request, the fields of urlencoded form posts and
+    the boundary of multipart bodies.
 
     Pure CPU (the body is already read), so the async path checks inline, no thread hop.
     """
@@ -44,6 +51,10 @@ def bounded_input_middleware(get_response):
             _check(request.GET, "query parameter")
             # Multipart bodies are left to their views (uploads stream to disk); their
             # text fields go through Django forms, which refuse NUL themselves.
+            if request.content_type == "multipart/form-data":
+                problem = multipart_boundary_problem(request.META.get("CONTENT_TYPE", ""))
+                if problem:
+                    raise Invalid(problem)
             if request.method == "POST" and request.content_type == (
                 "application/x-www-form-urlencoded"
             ):
@@ -63,3 +74,13 @@ def bounded_input_middleware(get_response):
             return refusal(request) or get_response(request)
 
     return middleware
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler400: a body Django could not parse says why (JSON on the APIs); any other
+    400 is Django's own page."""
+    if isinstance(exception, form_body_errors()):
+        return bad_input_response(request, form_body_message(exception))
+    from django.views.defaults import bad_request as default
+
+    return default(request, exception)

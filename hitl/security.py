@@ -3,6 +3,8 @@ Content-Security-Policy of django-csp with this host's WebSocket origin."""
 
 from __future__ import annotations
 
+import ipaddress
+
 from asgiref.sync import iscoroutinefunction
 from csp.middleware import CSPMiddleware as BaseCSPMiddleware
 from django.conf import settings
@@ -51,5 +53,78 @@ class CSPMiddleware(BaseCSPMiddleware):
 
 
 def client_ip(request) -> str | None:
-    """The client address login throttling counts by (django-axes)."""
+    """The client address login throttling counts by (django-axes): the peer, or behind
+    a trusted proxy the address it vouches for (`ClientAddressMiddleware`)."""
     return request.META.get("REMOTE_ADDR")
+
+
+# --- the client's address ------------------------------------------------------------
+
+
+def trusted_networks(
+    entries: list[str],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """HITL_TRUSTED_PROXIES as networks ("10.0.0.5", "172.16.0.0/12", "::1")."""
+    return tuple(ipaddress.ip_network(entry.strip(), strict=False) for entry in entries)
+
+
+def _ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    value = value.strip()
+    if value.startswith("[") and "]" in value:  # "[::1]:443"
+        value = value[1 : value.index("]")]
+    elif value.count(":") == 1:  # "203.0.113.7:5100"
+        value = value.partition(":")[0]
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+def client_address(peer: str | None, forwarded_for: list[str], trusted) -> str | None:
+    """The address a request came from, as far as it can be trusted.
+
+    `peer` is the TCP peer. Only when it is a trusted proxy is X-Forwarded-For read, from
+    the right: each trusted proxy vouches for the entry to its left, so the right-most
+    entry that is not a trusted proxy is the client. Entries further left were written
+    by that client and prove nothing. An entry that is not an address ends the walk at
+    the proxy that passed it on.
+    """
+    here = _ip(peer) if peer else None
+    if here is None or not trusted or not any(here in net for net in trusted):
+        return peer
+    chain = [item for header in forwarded_for for item in header.split(",") if item.strip()]
+    for item in reversed(chain):
+        address = _ip(item)
+        if address is None:
+            break
+        here = address
+        if not any(address in net for net in trusted):
+            break
+    return str(here)
+
+
+class ClientAddressMiddleware:
+    """ASGI: set `scope["client"]` to `client_address()` for HTTP and WebSocket alike, so
+    REMOTE_ADDR, django-axes and the logs all see the same address.
+
+    Replaces daphne's `--proxy-headers`, which believes the left-most X-Forwarded-For
+    entry from any peer: a client could name any address, and so dodge the login lockout.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket") and scope.get("client"):
+            trusted = trusted_networks(settings.HITL_TRUSTED_PROXIES)
+            if trusted:
+                peer, port = scope["client"][0], scope["client"][1]
+                forwarded = [
+                    value.decode("latin-1")
+                    for name, value in scope.get("headers", [])
+                    if name.lower() == b"x-forwarded-for"
+                ]
+                address = client_address(peer, forwarded, trusted)
+                if address != peer:
+                    scope = {**scope, "client": [address, port]}
+        return await self.app(scope, receive, send)

@@ -4,6 +4,7 @@ With no DATABASE_URL / REDIS_URL the app runs embedded: SQLite, a SQLite
 checkpointer, the in-memory channel layer and runs executed in-process.
 """
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -142,8 +143,16 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
-# The peer address: daphne's --proxy-headers (compose) already set it from the proxy's
-# X-Forwarded-For; reading that header here would let a client pick its own address.
+# The client address (REMOTE_ADDR): the TCP peer, or, when the peer is one of
+# HITL_TRUSTED_PROXIES (addresses or networks), the right-most X-Forwarded-For entry that is
+# not a trusted proxy (hitl.security.ClientAddressMiddleware). Never daphne's
+# --proxy-headers, which believes whatever address a client writes into that header.
+HITL_TRUSTED_PROXIES = envlist("HITL_TRUSTED_PROXIES")
+for _proxy in HITL_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"HITL_TRUSTED_PROXIES: {_proxy!r} is not an address") from _exc
 AXES_CLIENT_IP_CALLABLE = "hitl.security.client_ip"
 
 # Single sign-on through the company's OpenID Connect provider (mozilla-django-oidc; README

@@ -84,4 +84,5 @@ urlpatterns = [
     path("analytics/", ops.analytics, name="analytics"),
 ]
 
+handler400 = "hitl.inputs.bad_request"
 handler500 = "hitl.outage.handler500"

@@ -17,7 +17,14 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.parser import Parser
 
 from hitl.core import errors
-from hitl.core.errors import ServiceError, check_json, is_transient, load_json
+from hitl.core.errors import (
+    ServiceError,
+    check_json,
+    form_body_errors,
+    form_body_message,
+    is_transient,
+    load_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +43,9 @@ class BoundedParser(Parser):
         return load_json(request.body, "body")
 
     def parse_querydict(self, data: MultiValueDict, list_fields: list[str], request: HttpRequest):
-        source = "form field" if data is request.POST else "query parameter"
+        # `request.POST` itself would parse the body (and raise for a broken multipart
+        # one) on routes that only read their query string.
+        source = "form field" if data is getattr(request, "_post", None) else "query parameter"
         for key, values in data.lists():
             check_json(key, f"A {source} name")
             for value in values:
@@ -62,6 +71,9 @@ def install_error_handlers(api: NinjaAPI, *, auth_hint: str) -> None:
     def too_big(request, exc):
         return api.create_response(request, {"detail": "Request body too large."}, status=413)
 
+    def bad_form_body(request, exc):
+        return api.create_response(request, {"detail": form_body_message(exc)}, status=400)
+
     def unauthenticated(request, exc):
         return api.create_response(
             request, {"detail": f"Authentication required: {auth_hint}"}, status=401
@@ -79,4 +91,6 @@ def install_error_handlers(api: NinjaAPI, *, auth_hint: str) -> None:
     api.add_exception_handler(HttpError, http_error)
     api.add_exception_handler(RequestDataTooBig, too_big)
     api.add_exception_handler(AuthenticationError, unauthenticated)
+    for error in form_body_errors():
+        api.add_exception_handler(error, bad_form_body)
     api.add_exception_handler(Exception, unexpected)

@@ -200,3 +200,38 @@ def error_headline(error: str) -> str:
 def error_line(error: str) -> str:
     """A stored failure as one line for API clients: the exception type and message."""
     return (error_headline(error).splitlines() or [""])[0][:1000]
+
+
+# --- form and multipart bodies ----------------------------------------------------------
+
+
+def form_body_errors() -> tuple[type[Exception], ...]:
+    """What Django raises when it cannot parse a form or multipart body."""
+    from django.core.exceptions import TooManyFieldsSent, TooManyFilesSent
+    from django.http.multipartparser import MultiPartParserError
+
+    return (MultiPartParserError, TooManyFieldsSent, TooManyFilesSent)
+
+
+def form_body_message(exc: Exception) -> str:
+    """A parser error as a 400's detail: what is wrong with the body."""
+    return f"The form body could not be parsed: {exc}"
+
+
+def multipart_boundary_problem(content_type: str) -> str | None:
+    """Why a multipart Content-Type cannot be parsed (no or a bad boundary), or None.
+
+    The same test as Django's MultiPartParser, made before any view reads the body, so
+    every route answers it alike, also those that never read their body.
+    """
+    from django.http.multipartparser import MultiPartParser
+    from django.utils.http import parse_header_parameters
+
+    if not content_type.isascii():
+        return "The Content-Type of a multipart body must be ASCII."
+    boundary = parse_header_parameters(content_type)[1].get("boundary")
+    if not boundary:
+        return "A multipart/form-data body needs a boundary in its Content-Type."
+    if not MultiPartParser.boundary_re.fullmatch(boundary):
+        return "The multipart boundary must be 1 to 200 printable ASCII characters."
+    return None

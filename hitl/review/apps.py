@@ -9,8 +9,17 @@ class ReviewConfig(AppConfig):
     verbose_name = "HITL reviewer app"
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.signals import user_logged_out
+        from django.db.models.signals import post_save
+
         from hitl.core.live import events
-        from hitl.review import fragments
+        from hitl.review import consumers, fragments
 
         # Rendered once where the interrupt is published, not in every web process.
         events.subscribe(events.INTERRUPT_PENDING, fragments.attach_inbox_row)
+        # Sockets check their session: a logout or a new password closes them at once.
+        user_logged_out.connect(consumers.on_logged_out, dispatch_uid="hitl-socket-logout")
+        post_save.connect(
+            consumers.on_user_saved, sender=get_user_model(), dispatch_uid="hitl-socket-user"
+        )

@@ -277,3 +277,97 @@ def test_every_service_command_runs_here(compose_env, tmp_path, api_key, reviewe
             proc.stop()
     # SIGTERM: a warm shutdown, not a crash.
     assert worker.popen.returncode == 0, worker.output()[-3000:]
+
+
+# --- the login lockout behind compose's web command (issue 27, item 7) ----------------
+
+
+def test_web_never_believes_forwarded_headers_from_any_peer():
+    """daphne's --proxy-headers takes the left-most X-Forwarded-For entry from anyone."""
+    assert "--proxy-headers" not in SERVICES["web"]["command"]
+    assert "--proxy-headers" not in (ROOT / "Dockerfile").read_text()
+    assert "HITL_TRUSTED_PROXIES" in SERVICES["web"]["environment"]
+
+
+class LoginClient:
+    """Logs in to a server started from compose's web command, over the TLS proxy."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.http = httpx.Client(base_url=base, timeout=30)
+
+    def attempt(self, username: str, password: str, forwarded_for: str) -> httpx.Response:
+        headers = {**VIA_PROXY, "X-Forwarded-For": forwarded_for}
+        page = self.http.get("/login/", headers=headers)
+        assert page.status_code == 200, page.text[:500]
+        token = page.cookies["csrftoken"]  # Secure: sent back by hand over plain http
+        return self.http.post(
+            "/login/",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+            headers={
+                **headers,
+                "Cookie": f"csrftoken={token}",
+                "Origin": "https://" + self.base.removeprefix("http://"),
+            },
+        )
+
+
+def locked_after_failures(base: str, username: str, forwarded_for) -> list[int]:
+    """Wrong passwords up to the limit, then the right one; each with its own header."""
+    client = LoginClient(base)
+    limit = settings.AXES_FAILURE_LIMIT
+    answers = [
+        client.attempt(username, "wrong", forwarded_for(i)).status_code for i in range(limit)
+    ]
+    right = client.attempt(username, "pw-" + username, forwarded_for(limit))
+    return [*answers, right.status_code]
+
+
+@pytest.mark.parametrize(
+    ("trusted", "forwarded_for"),
+    [
+        # Published directly, no proxy trusted: every X-Forwarded-For is the client's own.
+        ("", lambda i: f"203.0.113.{i + 1}"),
+        # An appending proxy on this host, not configured as trusted.
+        ("", lambda i: f"203.0.113.{i + 1}, 127.0.0.1"),
+        # The appending proxy (this test, at 127.0.0.1) trusted: the client is the entry
+        # it appended (198.51.100.7), whatever the client wrote to its left.
+        ("127.0.0.1", lambda i: f"203.0.113.{i + 1}, 198.51.100.7"),
+        # Two trusted hops (a CDN network and the local proxy) in front of the client.
+        ("127.0.0.1,10.0.0.0/8", lambda i: f"203.0.113.{i + 1}, 198.51.100.7, 10.1.2.3"),
+    ],
+    ids=["direct", "untrusted-appending-proxy", "trusted-appending-proxy", "two-trusted-hops"],
+)
+def test_a_spoofed_forwarded_for_does_not_lift_the_login_lockout(
+    compose_env, tmp_path, transactional_db, reviewers_group, trusted, forwarded_for
+):
+    from tests.conftest import _make_user
+
+    _make_user("lena", reviewers_group)
+    env = {**compose_env, "HITL_TRUSTED_PROXIES": trusted}
+    port = free_port()
+    web = start_service("web", env, tmp_path / "web.log", **{"-p": str(port)})
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def up():
+            try:
+                return httpx.get(f"{base}/healthz", timeout=5).status_code in (200, 503)
+            except httpx.HTTPError:
+                return web.popen.poll() is not None
+
+        wait_for(up, 60, 0.2, "web /healthz")
+        assert web.popen.poll() is None, web.output()[-3000:]
+        answers = locked_after_failures(base, "lena", forwarded_for)
+    finally:
+        web.stop()
+    limit = settings.AXES_FAILURE_LIMIT
+    assert answers[: limit - 1] == [200] * (limit - 1), answers
+    # Locked at the limit, and the right password with a fresh header is still refused.
+    assert answers[limit - 1 :] == [429, 429], answers
+    from axes.models import AccessAttempt
+
+    counted = set(
+        AccessAttempt.objects.filter(username="lena").values_list("ip_address", flat=True)
+    )
+    assert counted == {"198.51.100.7" if trusted else "127.0.0.1"}

@@ -59,6 +59,8 @@ class World:
     row: HumanInterrupt
     artifact: Artifact
     done: Thread  # finished, the reviewers' group's
+    other_reviewer: Any  # another member of the reviewers' group
+    token: ApiToken  # one of the requester's API tokens
 
     @property
     def page(self) -> Client:
@@ -97,6 +99,8 @@ def world_for(settings, reviewers_group, requester, tmp_path):
         done = Thread.objects.create(
             graph="approval", requester=requester, reviewer_group=reviewers_group, status="done"
         )
-        return World(role, user, requester, paused, row, artifact, done)
+        other = _make_user("olga", reviewers_group)
+        token = ApiToken.issue(user=requester, name="the requester's")[0]
+        return World(role, user, requester, paused, row, artifact, done, other, token)
 
     return build

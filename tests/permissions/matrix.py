@@ -39,9 +39,18 @@ ACTIONS = {
     "open it in admin (admin)": "admin_view",
     "cancel it from admin (admin action)": "admin_cancel",
     "see analytics (page)": "analytics",
+    "delete it (/langgraph)": "delete",
+    "delete one of its finished runs (/langgraph)": "run_delete",
+    "copy it (/langgraph)": "copy",
+    "update its state (/langgraph)": "update_state",
+    "accept its interrupt in bulk (inbox)": "bulk",
+    "claim or snooze its interrupt (page)": "claim",
+    "undo another reviewer's answer to it (page, v1)": "undo",
+    "revoke the requester's API token (page)": "revoke_token",
+    "change their own notification settings (page)": "notify_settings",
 }
 
-CELLS = {"yes", "login", "404", "403", "no"}
+CELLS = {"yes", "login", "404", "403", "409", "no"}
 
 
 def _cells(line: str) -> list[str]:

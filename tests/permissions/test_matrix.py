@@ -13,9 +13,13 @@ from collections.abc import Callable
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import override_settings
 
+from hitl.core.decisions.answer import interrupt_resolve
 from hitl.core.files.storage import thread_files
-from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.models import ApiToken, AuditEvent, HumanInterrupt, Run, Thread
+from hitl.core.models.claims import InterruptClaim, InterruptSnooze
+from hitl.core.models.notify import NotificationPreference
 from tests.permissions.conftest import FILE_BODY, FILE_PATH, TITLE, World
 from tests.permissions.matrix import ACTIONS, CELLS, README, ROLES, expected, read_table
 
@@ -234,6 +238,98 @@ def analytics_page(w: World) -> str:
     return page_cell(w.page.get("/analytics/"))
 
 
+# --- issue 27: the thread verbs, bulk, claim/snooze, undo, tokens, notification settings ---
+
+
+def script_cell(response) -> str:
+    """A page's answer to its own scripts (Accept: JSON): 401 when signed out, 409 when the
+    item's state refuses it (an answer that is not the caller's to undo)."""
+    if response.status_code == 409:
+        return "409"
+    return api_cell(response)
+
+
+def delete_langgraph(w: World) -> str:
+    response = w.api("delete", f"/langgraph/threads/{w.done.pk}")
+    return changed(api_cell(response), not Thread.objects.filter(pk=w.done.pk).exists())
+
+
+def run_delete_langgraph(w: World) -> str:
+    run = Run.objects.create(thread=w.done, kind="start", status="success")
+    response = w.api("delete", f"/langgraph/threads/{w.done.pk}/runs/{run.pk}")
+    return changed(api_cell(response), not Run.objects.filter(pk=run.pk).exists())
+
+
+def copy_langgraph(w: World) -> str:
+    before = Thread.objects.count()
+    response = w.api("post", f"/langgraph/threads/{w.done.pk}/copy")
+    return changed(api_cell(response), Thread.objects.count() > before)
+
+
+def update_state_langgraph(w: World) -> str:
+    body = {"values": {"request": "edited"}, "as_node": "finish"}
+    response = w.api("post", f"/langgraph/threads/{w.done.pk}/state", body)
+    updated = AuditEvent.objects.filter(
+        thread=w.done, kind=AuditEvent.Kind.THREAD_STATE_UPDATED
+    ).exists()
+    return changed(api_cell(response), updated)
+
+
+def bulk_page(w: World) -> str:
+    """The inbox's bulk accept: 200 with one result per item; the item's outcome is the cell."""
+    response = w.page.post("/interrupts/bulk/", {"ids": [str(w.row.pk)], "type": "accept"})
+    cell = page_cell(response)
+    if cell == "yes":
+        (item,) = response.json()["results"]
+        cell = {"decided": "yes", "refused": "403"}.get(item["outcome"], item["outcome"])
+        if cell == "403" and item["reason"] == "No such item.":
+            # Unseen: "not found", and nothing about the item (issue 27, item 4).
+            cell = "404, but labelled" if item["label"] or item["href"] else "404"
+    return changed(cell, not pending(w))
+
+
+def claim_page(w: World) -> str:
+    response = w.page.post(f"/interrupts/{w.row.pk}/claim/", HTTP_ACCEPT="application/json")
+    return changed(script_cell(response), InterruptClaim.objects.filter(interrupt=w.row).exists())
+
+
+def snooze_page(w: World) -> str:
+    response = w.page.post(
+        f"/interrupts/{w.row.pk}/snooze/", {"for": "1h"}, HTTP_ACCEPT="application/json"
+    )
+    return changed(script_cell(response), InterruptSnooze.objects.filter(interrupt=w.row).exists())
+
+
+def answered_by_another(w: World) -> None:
+    """The pending item, answered by another reviewer of the group, still undoable."""
+    with override_settings(HITL_UNDO_SECONDS=300):
+        interrupt_resolve(interrupt_id=w.row.pk, user=w.other_reviewer, response_type="accept")
+
+
+def undo_page(w: World) -> str:
+    answered_by_another(w)
+    response = w.page.post(f"/interrupts/{w.row.pk}/undo/", HTTP_ACCEPT="application/json")
+    return changed(script_cell(response), pending(w))
+
+
+def undo_v1(w: World) -> str:
+    answered_by_another(w)
+    response = w.api("post", f"/api/v1/interrupts/{w.row.pk}/undo")
+    return changed(script_cell(response), pending(w))
+
+
+def revoke_token_page(w: World) -> str:
+    response = w.page.post(f"/tokens/{w.token.pk}/revoke/")
+    return changed(page_cell(response), not ApiToken.objects.filter(pk=w.token.pk).exists())
+
+
+def notify_settings_page(w: World) -> str:
+    form = {"email": "on", "digest_minutes": "15", "timezone": "UTC"}
+    response = w.page.post("/settings/notifications/", form)
+    saved = NotificationPreference.objects.filter(user=w.user, digest_minutes=15).exists()
+    return changed(page_cell(response), saved)
+
+
 SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "start_thread": {
         "page": start_thread_page,
@@ -257,6 +353,15 @@ SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "admin_view": {"admin": admin_view},
     "admin_cancel": {"admin": admin_cancel},
     "analytics": {"page": analytics_page},
+    "delete": {"langgraph": delete_langgraph},
+    "run_delete": {"langgraph": run_delete_langgraph},
+    "copy": {"langgraph": copy_langgraph},
+    "update_state": {"langgraph": update_state_langgraph},
+    "bulk": {"page": bulk_page},
+    "claim": {"claim": claim_page, "snooze": snooze_page},
+    "undo": {"page": undo_page, "v1": undo_v1},
+    "revoke_token": {"page": revoke_token_page},
+    "notify_settings": {"page": notify_settings_page},
 }
 
 CASES = [
@@ -271,6 +376,16 @@ CASES = [
 def test_the_readme_cell_holds(action, surface, role, world_for):
     world = world_for(role)
     assert SURFACES[action][surface](world) == expected(action, role)
+
+
+@pytest.mark.parametrize("verb", ["delete", "run_delete", "copy", "update_state"])
+def test_staff_status_grants_no_thread_verb(verb, world_for, reviewers_group):
+    """A staff reviewer of the group sees the thread, and may change it no more than the
+    same reviewer without staff status (issue 27, item 2)."""
+    world = world_for("reviewer")
+    world.user.is_staff = True
+    world.user.save()
+    assert SURFACES[verb]["langgraph"](world) == "403"
 
 
 def test_the_readme_table_is_complete():
