@@ -514,6 +514,13 @@ class ToolExecution(models.Model):
 
 
 # Loaded here so Django registers them with the app.
+from hitl.core.approval_models import (  # noqa: E402
+    EmailActionLink,
+    SlackMessage,
+    SlackRequestSeen,
+    SlackUserLink,
+)
+
 # Notification settings and outbox, claims and snoozes (issue 13), in their own modules.
 from hitl.core.claim_models import InterruptClaim, InterruptSnooze  # noqa: E402
 from hitl.core.notify_models import (  # noqa: E402
@@ -530,6 +537,7 @@ __all__ = [
     "Artifact",
     "AuditEvent",
     "DecisionRule",
+    "EmailActionLink",
     "GroupNotificationSettings",
     "ExpiryPolicy",
     "HumanInterrupt",
@@ -541,6 +549,9 @@ __all__ = [
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",
+    "SlackMessage",
+    "SlackRequestSeen",
+    "SlackUserLink",
     "Thread",
     "ToolExecution",
     "WebhookDelivery",

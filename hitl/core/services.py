@@ -264,6 +264,7 @@ def interrupt_resolve(
     lenient: bool = False,
     respect_claim: bool = False,
     locked: tuple[Thread, HumanInterrupt, list[HumanInterrupt]] | None = None,
+    via: str = "",
 ) -> HumanInterrupt:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -279,7 +280,8 @@ def interrupt_resolve(
     someone else claimed ("I'm on it") is refused with a 409 naming them. `locked` is
     (thread, row, every row of the row's run) as the caller read them with
     select_for_update in its own open transaction (the rows with their responded_by,
-    reviewer_group and run): not read again.
+    reviewer_group and run): not read again. `via` names the channel the answer came
+    through when it is not the browser or the API ("slack", "email"); the trail shows it.
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -339,6 +341,7 @@ def interrupt_resolve(
                 response_type=response_type,
                 args=normalized,
                 seen_round=approval_round,
+                via=via,
             )
             if not verdict.resolve:
                 row.resume_run = None
@@ -354,6 +357,8 @@ def interrupt_resolve(
         data = audit.answer_data(row)
         if grace:
             data["grace_seconds"] = grace
+        if via:
+            data["via"] = via
         answered = audit.audit_event(
             kind=audit.Kind.INTERRUPT_ANSWERED,
             thread=thread,

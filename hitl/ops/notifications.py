@@ -39,6 +39,7 @@ from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
 from hitl.core.selectors import user_can_review_all
 from hitl.core.webhook_urls import WebhookNotAllowed
 from hitl.ops import notify_messages
+from hitl.ops.slack.updates import slack_message_track
 from hitl.ops.webhooks import _post
 
 log = logging.getLogger(__name__)
@@ -248,7 +249,7 @@ def _finalize(notification: Notification) -> bool:
     """Render a collecting message from its still-pending items; False if none is left."""
     rows = list(
         HumanInterrupt.objects.pending()
-        .select_related("reviewer_group")
+        .select_related("reviewer_group", "thread")
         .filter(pk__in=notification.interrupt_ids)
         .order_by("created_at", "position")
     )
@@ -259,6 +260,8 @@ def _finalize(notification: Notification) -> bool:
     subject, text, payload = notify_messages.render(notification, rows)
     notification.subject, notification.body, notification.payload = subject[:300], text, payload
     notification.status = Notification.Status.PENDING
+    if notification.channel == Notification.Channel.SLACK:
+        slack_message_track(notification, rows)
     return True
 
 
