@@ -89,16 +89,16 @@ def _item(row: HumanInterrupt, actions_for=None) -> Item:
 def _subject(kind: str, items: list[Item], total: int) -> str:
     if kind == Notification.Kind.REMINDER:
         first = items[0]
-        on = f" on “{first.thread}”" if first.thread else ""
+        on = f' on "{first.thread}"' if first.thread else ""
         return f"[HITL] Reminder: {first.action}{on} expires soon" + (
             f" (+{total - 1} more)" if total > 1 else ""
         )
     if total == 1:
         prefix = "Escalated to you" if items[0].escalated else "Waiting for review"
-        on = f" on “{items[0].thread}”" if items[0].thread else ""
+        on = f' on "{items[0].thread}"' if items[0].thread else ""
         return f"[HITL] {prefix}: {items[0].action}{on}"
     threads = {item.thread for item in items}
-    on = f" on “{items[0].thread}”" if len(threads) == 1 and items[0].thread else ""
+    on = f' on "{items[0].thread}"' if len(threads) == 1 and items[0].thread else ""
     return f"[HITL] {total} items waiting for review{on}"
 
 
