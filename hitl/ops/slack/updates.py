@@ -125,10 +125,6 @@ def on_interrupt_changed(message: dict[str, Any]) -> None:
     """Core's interrupt.changed handler (after commit): refresh the Slack messages listing it."""
     if not blocks.interactive():
         return
-    if message.get("type") == "interrupt.changed" and (
-        message.get("status") == "pending" and not message.get("change")
-    ):
-        return  # a new item: not in any message yet
     ids = list(
         SlackMessage.objects.filter(interrupts=message["interrupt_id"])
         .exclude(ts="", response_url="")
