@@ -39,6 +39,7 @@ from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
 from hitl.core.selectors import user_can_review_all
 from hitl.core.webhook_urls import WebhookNotAllowed
 from hitl.ops import notify_messages
+from hitl.ops.slack import blocks as slack_blocks
 from hitl.ops.slack.updates import slack_message_track
 from hitl.ops.webhooks import _post
 
@@ -261,6 +262,7 @@ def _finalize(notification: Notification) -> bool:
     notification.subject, notification.body, notification.payload = subject[:300], text, payload
     notification.status = Notification.Status.PENDING
     if notification.channel == Notification.Channel.SLACK:
+        notification.payload = slack_blocks.message_payload(notification, rows, subject)
         slack_message_track(notification, rows)
     return True
 

@@ -105,7 +105,8 @@ def _subject(kind: str, items: list[Item], total: int) -> str:
 def render(
     notification: Notification, rows: list[HumanInterrupt]
 ) -> tuple[str, str, dict[str, Any]]:
-    """(subject, plain text, payload) for the still-pending rows it lists."""
+    """(subject, plain text, payload) for the still-pending rows it lists (e-mail's HTML;
+    a Slack message's blocks come from hitl/ops/slack/blocks.py)."""
     one_click = (
         notification.channel == Notification.Channel.EMAIL
         and notification.user_id is not None
@@ -128,8 +129,6 @@ def render(
     }
     text = render_to_string("hitl/notifications/message.txt", context)
     if notification.channel == Notification.Channel.SLACK:
-        from hitl.ops.slack.blocks import message_payload
-
-        return subject, text, message_payload(notification, rows, subject)
+        return subject, text, {}  # Block Kit: hitl/ops/slack/blocks.py
     html = render_to_string("hitl/notifications/message.html", context)
     return subject, text, {"html": html}

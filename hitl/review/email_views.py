@@ -23,6 +23,7 @@ from hitl.core.errors import ServiceError
 from hitl.core.models import HumanInterrupt
 from hitl.core.notify_links import link_token
 from hitl.review import rendering
+from hitl.review.sessions import allows_anonymous
 
 MAX_ANSWER = 20_000
 DONE = {"accept": "Approved", "ignore": "Ignored", "response": "Answer sent"}
@@ -39,6 +40,7 @@ def _refusal(request, exc: ServiceError, token: str = ""):
     )
 
 
+@allows_anonymous  # the signed link names the user (unless the operator asks for a login)
 @require_http_methods(["GET", "POST"])
 def email_action(request, token: str):
     """GET: the item and a confirm button. POST: decide, as the link's recipient."""
@@ -88,6 +90,7 @@ def email_action(request, token: str):
     return render(request, "hitl/email_action.html", context)
 
 
+@allows_anonymous
 @require_POST
 def email_action_undo(request, token: str):
     """Take back what the link decided, within the grace period."""
