@@ -14,7 +14,7 @@ from hitl.core.models import (
     NotificationPreference,
     SlackUserLink,
 )
-from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 
 def clean_slack_url(url: str) -> str:

@@ -18,19 +18,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import contract
-from hitl.core import audit, events
+from hitl.core import audit
+from hitl.core.decisions.answer import _request_of, _resume_when_answered
+from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
+from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
-from hitl.core.runs import _lock_thread_and_run
-from hitl.core.services import (
-    Conflict,
-    Forbidden,
-    Invalid,
-    NotFound,
-    _announce_thread,
-    _enqueue,
-    _request_of,
-    _resume_when_answered,
-)
+from hitl.core.runs.start import _announce_thread, _enqueue
+from hitl.core.worker.lease import _lock_thread_and_run
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from hitl.core import email_links
-from hitl.core.claims import active_claim
+from hitl.core.access.links import link_token
+from hitl.core.decisions import email_links
+from hitl.core.decisions.claims import active_claim
 from hitl.core.errors import ServiceError
 from hitl.core.models import HumanInterrupt
-from hitl.core.notify_links import link_token
 from hitl.review import rendering
 from hitl.review.sessions import allows_anonymous
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from hitl.core import services
+from hitl.core import decisions, errors, runs
 from hitl.core.models import Approval, AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run
 
 pytestmark = pytest.mark.django_db
@@ -24,13 +24,13 @@ def third_reviewer(reviewers_group):
 
 
 def paused(manual_runs, requester, **state) -> HumanInterrupt:
-    run = services.run_start(graph="approval", input=state, user=requester)
+    run = runs.run_start(graph="approval", input=state, user=requester)
     assert manual_runs(run) == "interrupted"
     return HumanInterrupt.objects.get(run=run)
 
 
 def decide(row, user, response_type="accept", args=None):
-    return services.interrupt_resolve(
+    return decisions.interrupt_resolve(
         interrupt_id=row.pk, user=user, response_type=response_type, args=args
     )
 
@@ -92,7 +92,7 @@ def test_the_interrupt_cannot_lower_the_groups_requirement(manual_runs, requeste
 def test_one_person_cannot_approve_twice(manual_runs, requester, reviewer):
     row = paused(manual_runs, requester, approvals=2)
     decide(row, reviewer)
-    with pytest.raises(services.Conflict, match="already approved"):
+    with pytest.raises(errors.Conflict, match="already approved"):
         decide(row, reviewer)
     assert Approval.objects.filter(interrupt=row).count() == 1
     assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
@@ -148,7 +148,7 @@ def test_the_requester_cannot_approve_their_own_threads_interrupt(
 ):
     requester = _user("reggie", reviewers_group)
     row = paused(manual_runs, requester, approvals=2)
-    with pytest.raises(services.Forbidden, match="requested this thread"):
+    with pytest.raises(errors.Forbidden, match="requested this thread"):
         decide(row, requester)
     assert not Approval.objects.filter(interrupt=row).exists()
     # Rejecting their own request stays possible.
@@ -172,7 +172,7 @@ def test_approvals_must_come_from_the_named_sub_groups(
     policy = ReviewerGroupPolicy.objects.create(group=reviewers_group, approvals_required=2)
     policy.approval_groups.add(finance_group)
     row = paused(manual_runs, requester)
-    with pytest.raises(services.Forbidden, match="must come from: finance"):
+    with pytest.raises(errors.Forbidden, match="must come from: finance"):
         decide(row, reviewer)
     controller = _user("carl", reviewers_group, finance_group)
     assert decide(row, controller).status == "pending"
@@ -195,10 +195,10 @@ def test_undoing_the_deciding_approval_takes_it_back(
 ):
     row = paused(manual_runs, requester, approvals=2)
     decide(row, reviewer)
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk, user=second_reviewer, response_type="accept", grace=30
     )
-    services.interrupt_undo(interrupt_id=row.pk, user=second_reviewer)
+    decisions.interrupt_undo(interrupt_id=row.pk, user=second_reviewer)
     row.refresh_from_db()
     assert row.status == "pending"
     assert list(

@@ -14,8 +14,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from hitl.core import claims
 from hitl.core.audit import audit_for_thread
+from hitl.core.decisions import claims
 from hitl.core.models import (
     AuditEvent,
     EmailActionLink,

@@ -16,8 +16,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from hitl.core import claims, services
+from hitl.core import decisions
 from hitl.core.audit import audit_for_thread
+from hitl.core.decisions import claims
 from hitl.core.models import (
     AuditEvent,
     HumanInterrupt,
@@ -364,7 +365,7 @@ def test_a_replayed_request_is_refused(
         first, headers = post_signed(Client(), payload)
     assert first.status_code == 200 and not pending(row)
     # rita takes it back in the browser: the same approval would now count again ...
-    services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    decisions.interrupt_undo(interrupt_id=row.pk, user=reviewer)
     assert pending(row)
     answered = len(answers(row))
     # ... but the very same request, sent again within the five minutes, is refused.
@@ -436,7 +437,7 @@ def test_an_old_response_url_is_not_used(
         response_url=slack.response_url, response_url_at=timezone.now() - timedelta(minutes=31)
     )
     with django_capture_on_commit_callbacks(execute=True):
-        services.interrupt_resolve(
+        decisions.interrupt_resolve(
             interrupt_id=row.pk, user=second_reviewer, response_type="accept"
         )
     assert slack.to("/actions/") == []  # Slack refuses those after 30 minutes anyway

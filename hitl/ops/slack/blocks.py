@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from hitl.core.audit import VIA
-from hitl.core.claims import active_claim
+from hitl.core.decisions.claims import active_claim
 from hitl.core.models import AuditEvent, HumanInterrupt, Notification
 from hitl.ops import notify_messages
 
@@ -121,7 +121,7 @@ def item_blocks(notification: Notification, row: HumanInterrupt) -> list[dict[st
         notes.append(escape(row.description.strip()[:500]))
     pending = row.status == HumanInterrupt.Status.PENDING
     if pending and row.approvals_required > 1:
-        from hitl.core.quorum import approvals_progress
+        from hitl.core.decisions.quorum import approvals_progress
 
         progress = approvals_progress(row)
         who = ", ".join(progress["approvers"]) or "none yet"

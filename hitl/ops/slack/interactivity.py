@@ -25,7 +25,7 @@ from django.utils import timezone
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
-from hitl.core import services
+from hitl.core import decisions, errors
 from hitl.core.models import HumanInterrupt, SlackRequestSeen, SlackUserLink
 from hitl.ops.notify_messages import action_label, args_summary
 from hitl.ops.slack import updates
@@ -155,7 +155,7 @@ def _block_actions(payload: dict[str, Any]) -> Outcome:
         return Outcome()
     try:
         if action_id in DECISIONS:
-            services.interrupt_resolve(
+            decisions.interrupt_resolve(
                 interrupt_id=interrupt_id,
                 user=user,
                 response_type=DECISIONS[action_id],
@@ -165,12 +165,12 @@ def _block_actions(payload: dict[str, Any]) -> Outcome:
                 via="slack",
             )
         elif action_id == "hitl_undo":
-            services.interrupt_undo(interrupt_id=interrupt_id, user=user)
+            decisions.interrupt_undo(interrupt_id=interrupt_id, user=user)
         elif action_id == "hitl_respond":
             _open_modal(payload, notification_id, interrupt_id, container, response_url)
         else:
             raise BadRequest("Unknown action.")
-    except services.ServiceError as exc:
+    except errors.ServiceError as exc:
         updates.tell(response_url, exc.message)
     return Outcome()
 
@@ -184,9 +184,9 @@ def _open_modal(
 ) -> None:
     row = HumanInterrupt.objects.filter(pk=interrupt_id).first()
     if row is None:
-        raise services.NotFound("No such interrupt.")
+        raise errors.NotFound("No such interrupt.")
     if not settings.HITL_SLACK_BOT_TOKEN:
-        raise services.Invalid("Responding in Slack needs the app's bot token; open it in HITL.")
+        raise errors.Invalid("Responding in Slack needs the app's bot token; open it in HITL.")
     metadata = {"n": notification_id, "i": interrupt_id, "r": response_url}
     summary = "\n".join(f"*{name}*: {value}" for name, value in args_summary(row.args)[:4])
     view = {
@@ -216,9 +216,7 @@ def _open_modal(
         updates.web_client().views_open(trigger_id=str(payload.get("trigger_id") or ""), view=view)
     except (SlackApiError, OSError, ValueError) as exc:
         log.warning("slack views.open failed: %s", exc)
-        raise services.Invalid(
-            "Slack did not open the form; try again or open it in HITL."
-        ) from None
+        raise errors.Invalid("Slack did not open the form; try again or open it in HITL.") from None
 
 
 def _view_submission(payload: dict[str, Any]) -> Outcome:
@@ -236,7 +234,7 @@ def _view_submission(payload: dict[str, Any]) -> Outcome:
     if user is None:
         return _form_error("Your Slack account is not linked to a HITL user.")
     try:
-        services.interrupt_resolve(
+        decisions.interrupt_resolve(
             interrupt_id=metadata.get("i"),
             user=user,
             response_type="response",
@@ -245,7 +243,7 @@ def _view_submission(payload: dict[str, Any]) -> Outcome:
             respect_claim=True,
             via="slack",
         )
-    except services.ServiceError as exc:
+    except errors.ServiceError as exc:
         return _form_error(exc.message)
     return Outcome()  # an empty 200 closes the modal
 

@@ -23,7 +23,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from hitl.core.models import HumanInterrupt, Notification, SlackMessage
-from hitl.core.webhook_urls import WebhookNotAllowed
+from hitl.core.runs.webhook_urls import WebhookNotAllowed
 from hitl.ops.slack import blocks
 from hitl.ops.webhooks import _post
 

@@ -16,7 +16,7 @@ from django.core import signing
 from django.db import transaction
 from django.utils import timezone
 
-from hitl.core import services
+from hitl.core.decisions.answer import interrupt_resolve, interrupt_undo
 from hitl.core.errors import Forbidden, NotFound, ServiceError
 from hitl.core.models import EmailActionLink, HumanInterrupt
 
@@ -99,7 +99,7 @@ def email_link_use(
             raise LinkGone("This link was used already.")
         if not link.user.is_active:
             raise NotFound("No such link.")
-        row = services.interrupt_resolve(
+        row = interrupt_resolve(
             interrupt_id=link.interrupt_id,
             user=link.user,
             response_type=link.response_type,
@@ -125,7 +125,7 @@ def email_link_undo(*, token: str, session_user=None) -> HumanInterrupt:
     except (signing.BadSignature, ValueError, TypeError, KeyError, EmailActionLink.DoesNotExist):
         raise NotFound("No such link.") from None
     check_session(link, session_user)
-    return services.interrupt_undo(interrupt_id=link.interrupt_id, user=link.user)
+    return interrupt_undo(interrupt_id=link.interrupt_id, user=link.user)
 
 
 def check_session(link: EmailActionLink, session_user) -> None:

@@ -17,7 +17,10 @@ import celpy
 from django.utils import timezone
 from lark import Token, Tree
 
-from hitl.core import audit, confcache, quorum
+from hitl.core import audit
+from hitl.core.access import confcache
+from hitl.core.decisions import quorum
+from hitl.core.decisions.answer import _resume_when_answered
 from hitl.core.models import DecisionRule, HumanInterrupt, RuleHit, Thread
 
 log = logging.getLogger(__name__)
@@ -241,8 +244,6 @@ def rules_apply(*, thread: Thread, rows: list[HumanInterrupt]) -> None:
 
 def _decide(*, thread: Thread, row: HumanInterrupt, rule: DecisionRule) -> bool:
     """Make the rule's decision on the row; True when the row is resolved by it."""
-    from hitl.core.services import _resume_when_answered
-
     response_type = OUTCOME_TYPE[rule.outcome]
     args: Any = None
     if response_type == "response":

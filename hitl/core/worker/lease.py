@@ -18,11 +18,15 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import contract
-from hitl.core import audit, confcache, events, pgpaths, quorum, rules
+from hitl.core import audit
+from hitl.core.access import confcache
+from hitl.core.access.permissions import default_reviewer_group, group_named, group_policy
+from hitl.core.db import statements
+from hitl.core.db.retry import retry_transient
+from hitl.core.decisions import quorum, rules
+from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, Run, Thread
-from hitl.core.retry import retry_transient
-from hitl.core.selectors import default_reviewer_group, group_named, group_policy
-from hitl.core.services import _announce_thread
+from hitl.core.runs.start import _announce_thread
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,8 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
     nothing to do, or (None, seconds) when another worker holds a live lease."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
-    if pgpaths.available():
-        run = pgpaths.run_claim(
+    if statements.available():
+        run = statements.run_claim(
             run_id=run_id,
             worker=worker,
             now=now,
@@ -198,10 +202,10 @@ def run_finish(
     thread_status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
     # On PostgreSQL one statement locks, checks and marks the end (and, with nothing
     # paused, appends its audit event); elsewhere the ORM does it below.
-    marked = pgpaths.available() and thread_id is not None
+    marked = statements.available() and thread_id is not None
     with confcache.fresh(), transaction.atomic():
         if marked:
-            locked = pgpaths.run_finish_mark(
+            locked = statements.run_finish_mark(
                 run_id=run_id,
                 thread_id=thread_id,
                 worker=worker,
@@ -268,7 +272,7 @@ def run_finish(
                     )
         if marked:
             # The rows, their audit events and the run's in one statement.
-            inserted = pgpaths.interrupts_insert(
+            inserted = statements.interrupts_insert(
                 rows=created,
                 summaries=[audit.interrupt_created_data(row) for row in created],
                 run=run,
