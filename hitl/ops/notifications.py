@@ -36,7 +36,7 @@ from django.utils import timezone
 from hitl.core.access import confcache
 from hitl.core.access.permissions import user_can_review_all
 from hitl.core.live.events import InterruptChanged
-from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
+from hitl.core.models import EmailActionLink, HumanInterrupt, InterruptReminder, Notification
 from hitl.core.runs.webhook_urls import WebhookNotAllowed
 from hitl.ops import notify_messages
 from hitl.ops.slack import blocks as slack_blocks
@@ -403,7 +403,9 @@ def notify_sweep(*, now: datetime | None = None) -> dict[str, int]:
     )
     for pk in lost:
         _send_later(pk)
-    return {"reminded": reminded, "resent": len(lost)}
+    # One-click e-mail links a day past their expiry: refused anyway, no longer worth a row.
+    pruned, _ = EmailActionLink.objects.filter(expires_at__lt=now - timedelta(days=1)).delete()
+    return {"reminded": reminded, "resent": len(lost), "pruned_links": pruned}
 
 
 @shared_task(name="hitl.notify.sweep", ignore_result=True, time_limit=120)

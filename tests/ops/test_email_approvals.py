@@ -306,3 +306,21 @@ def test_without_an_address_the_test_says_so(reviewer, mailoutbox):
     browser.force_login(reviewer)
     page = browser.post("/settings/notifications/test/", follow=True).content.decode()
     assert "no e-mail address" in page and mailoutbox == []
+
+
+def test_the_sweep_deletes_links_a_day_past_their_expiry(
+    django_capture_on_commit_callbacks, smtp, requester, reviewer
+):
+    from hitl.ops.notifications import notify_sweep
+
+    mailed(django_capture_on_commit_callbacks, smtp, requester, [reviewer])
+    assert EmailActionLink.objects.count() == 3
+    now = timezone.now()
+    EmailActionLink.objects.filter(response_type="accept").update(
+        expires_at=now - timedelta(days=1, seconds=1)
+    )
+    assert notify_sweep(now=now)["pruned_links"] == 1
+    assert sorted(EmailActionLink.objects.values_list("response_type", flat=True)) == [
+        "ignore",
+        "response",
+    ]

@@ -441,3 +441,21 @@ def test_an_old_response_url_is_not_used(
             interrupt_id=row.pk, user=second_reviewer, response_type="accept"
         )
     assert slack.to("/actions/") == []  # Slack refuses those after 30 minutes anyway
+
+
+def test_an_admin_links_a_slack_account_to_a_user(admin_user, reviewer):
+    browser = Client()
+    browser.force_login(admin_user)
+    assert browser.get("/admin/hitl/slackuserlink/add/").status_code == 200
+    response = browser.post(
+        "/admin/hitl/slackuserlink/add/",
+        {"slack_user_id": "U0RITA", "team_id": TEAM, "user": reviewer.pk},
+    )
+    assert response.status_code == 302
+    assert SlackUserLink.objects.get().user == reviewer
+    # The same Slack account cannot act as two people.
+    twice = browser.post(
+        "/admin/hitl/slackuserlink/add/",
+        {"slack_user_id": "U0RITA", "team_id": TEAM, "user": admin_user.pk},
+    )
+    assert twice.status_code == 200 and SlackUserLink.objects.count() == 1

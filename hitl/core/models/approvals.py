@@ -77,5 +77,11 @@ class EmailActionLink(models.Model):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        indexes = [
+            # the notification sweep: delete links long past their expiry
+            models.Index(fields=["expires_at"], name="email_link_expiry"),
+        ]
+
     def __str__(self) -> str:
         return f"{self.response_type} link for {self.user} on {self.interrupt_id}"
