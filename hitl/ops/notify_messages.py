@@ -6,8 +6,6 @@ cut short, and arguments whose names look like credentials are masked.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,14 +14,15 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from hitl.core.access.links import link_token
+from hitl.core.access.summary import (  # noqa: F401 (args_summary: kept importable here)
+    action_label,
+    args_summary,
+    item_summary,
+    short,
+)
 from hitl.core.decisions import email_links
 from hitl.core.models import HumanInterrupt, Notification
 
-SECRET_NAME = re.compile(
-    r"pass|secret|token|api[_-]?key|apikey|auth|credential|cookie|session|private", re.I
-)
-MAX_ARGS = 4
-MAX_VALUE = 80
 MAX_LISTED = 50
 
 
@@ -40,32 +39,8 @@ class Item:
     actions: list[tuple[str, str]] = field(default_factory=list)
 
 
-def short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
-
-
-def args_summary(args: Any) -> list[tuple[str, str]]:
-    """Up to MAX_ARGS (name, short value) pairs; credentials masked."""
-    if not isinstance(args, dict):
-        return [("value", short(args))] if args not in (None, "", {}) else []
-    pairs = []
-    for name, value in list(args.items())[:MAX_ARGS]:
-        shown = "[hidden]" if SECRET_NAME.search(str(name)) else short(value)
-        pairs.append((short(str(name)), shown))
-    if len(args) > MAX_ARGS:
-        pairs.append(("…", f"{len(args) - MAX_ARGS} more"))
-    return pairs
-
-
 def deep_link(interrupt_id: Any) -> str:
     return settings.HITL_PUBLIC_URL + reverse("notify-open", args=[link_token(interrupt_id)])
-
-
-def action_label(row: HumanInterrupt) -> str:
-    action = row.action or (row.description.splitlines()[0] if row.description else "") or row.kind
-    return short(action)
 
 
 def _item(row: HumanInterrupt, actions_for=None) -> Item:
@@ -77,7 +52,7 @@ def _item(row: HumanInterrupt, actions_for=None) -> Item:
     return Item(
         action=action_label(row),
         group=row.reviewer_group.name if row.reviewer_group else "",
-        summary=args_summary(row.args if row.action else row.raw_value),
+        summary=item_summary(row),
         link=deep_link(row.pk),
         expires_at=row.expires_at,
         escalated=row.escalation_count > 0,

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from hitl.core.access.links import link_token
+from hitl.core.access.summary import item_summary
 from hitl.core.decisions import email_links
 from hitl.core.decisions.claims import active_claim
 from hitl.core.errors import ServiceError
@@ -55,7 +56,8 @@ def email_action(request, token: str):
         "row": row,
         "token": token,
         "label": email_links.LABELS[link.response_type],
-        "args_json": rendering.pretty_json(row.args if row.action else row.raw_value),
+        # What the e-mail showed (credentials masked): the link may be opened without a login.
+        "summary": item_summary(row),
         "description_html": rendering.markdown(row.description),
         "claim": active_claim(row) if row.status == HumanInterrupt.Status.PENDING else None,
         "used": link.used_at is not None,

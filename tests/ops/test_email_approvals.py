@@ -324,3 +324,17 @@ def test_the_sweep_deletes_links_a_day_past_their_expiry(
         "ignore",
         "response",
     ]
+
+
+def test_the_confirmation_page_masks_credentials_like_the_email(
+    django_capture_on_commit_callbacks, smtp, requester, reviewer
+):
+    (row,), links = mailed(
+        django_capture_on_commit_callbacks,
+        smtp,
+        requester,
+        [reviewer],
+        human_interrupt("call_api", {"url": "https://x.example", "api_key": "sk-live-123"}),
+    )
+    page = Client().get(links["rita"]["Approve"]).content.decode()
+    assert "https://x.example" in page and "[hidden]" in page and "sk-live-123" not in page

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from hitl.core.access.summary import action_label, item_summary, short
 from hitl.core.audit import VIA
 from hitl.core.decisions.claims import active_claim
 from hitl.core.models import AuditEvent, HumanInterrupt, Notification
@@ -65,7 +66,7 @@ def _outcome(row: HumanInterrupt) -> str:
         text = f"{DONE.get(row.response_type, row.response_type)} by *{escape(who)}*{_via(row)}"
         text += f" at {when}" if when else ""
         if row.response_type == "response" and isinstance(row.response_args, str):
-            text += f": “{escape(notify_messages.short(row.response_args))}”"
+            text += f": “{escape(short(row.response_args))}”"
         if row.undo_until and row.undo_until > timezone.now():
             text += " (may still be undone)"
         return text
@@ -103,13 +104,13 @@ def _button(text: str, action_id: str, value: str, style: str = "") -> dict[str,
 def item_blocks(notification: Notification, row: HumanInterrupt) -> list[dict[str, Any]]:
     """The blocks of one item: what it asks, and its buttons or its outcome."""
     link = notify_messages.deep_link(row.pk)
-    title = f"*<{link}|{escape(notify_messages.action_label(row))}>*"
+    title = f"*<{link}|{escape(action_label(row))}>*"
     if row.thread_id:
-        title += f"  ·  thread “{escape(notify_messages.short(row.thread.title))}”"
+        title += f"  ·  thread “{escape(short(row.thread.title))}”"
     if row.reviewer_group_id:
         title += f"  ·  {escape(row.reviewer_group.name)}"
     section: dict[str, Any] = {"type": "section", "text": {"type": "mrkdwn", "text": title}}
-    summary = notify_messages.args_summary(row.args if row.action else row.raw_value)
+    summary = item_summary(row)
     if summary:
         section["fields"] = [
             {"type": "mrkdwn", "text": f"*{escape(name)}*\n{escape(value)}"}

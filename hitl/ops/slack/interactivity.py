@@ -26,9 +26,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
 from hitl.core import decisions, errors
+from hitl.core.access.summary import action_label, args_summary
 from hitl.core.models import HumanInterrupt, SlackRequestSeen, SlackUserLink
-from hitl.ops.notify_messages import action_label, args_summary
 from hitl.ops.slack import updates
+from hitl.ops.slack.blocks import escape
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,9 @@ def _open_modal(
     if not settings.HITL_SLACK_BOT_TOKEN:
         raise errors.Invalid("Responding in Slack needs the app's bot token; open it in HITL.")
     metadata = {"n": notification_id, "i": interrupt_id, "r": response_url}
-    summary = "\n".join(f"*{name}*: {value}" for name, value in args_summary(row.args)[:4])
+    summary = "\n".join(
+        f"*{escape(name)}*: {escape(value)}" for name, value in args_summary(row.args)[:4]
+    )
     view = {
         "type": "modal",
         "callback_id": RESPOND_CALLBACK,
@@ -201,7 +204,7 @@ def _open_modal(
                 "type": "section",
                 "text": {
                     "type": "mrkdwn",
-                    "text": f"*{action_label(row)}*" + (f"\n{summary}" if summary else ""),
+                    "text": f"*{escape(action_label(row))}*" + (f"\n{summary}" if summary else ""),
                 },
             },
             {
