@@ -1,16 +1,35 @@
-"""Slack message updates through a real Celery worker (production's path)."""
+"""Slack with real concurrency: message updates through a real Celery worker (production's
+path), and two identical requests racing on the replay cache."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
+from django.db import connection
 from django.test import Client
 
-from hitl.core.models import Notification, NotificationPreference, SlackUserLink
+from hitl.core.models import (
+    AuditEvent,
+    Notification,
+    NotificationPreference,
+    SlackRequestSeen,
+    SlackUserLink,
+)
 from hitl.ops.notifications import notification_attempt
 from tests.conftest import wait_for
-from tests.ops.slack_helpers import TEAM, button, post_signed, press, slack_fixture  # noqa: F401
+from tests.ops.slack_helpers import (  # noqa: F401
+    TEAM,
+    button,
+    form_body,
+    post_signed,
+    press,
+    send,
+    sign,
+    slack_fixture,
+)
 from tests.review.conftest import human_interrupt, open_interrupts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -50,3 +69,39 @@ def test_a_worker_updates_the_slack_message_with_chat_update(
     assert update["auth"] == "Bearer xoxb-worker"
     assert (update["body"]["channel"], update["body"]["ts"]) == ("C0REVIEW", "1700000000.000100")
     assert "Approved by *rita* via Slack" in json.dumps(update["body"], ensure_ascii=False)
+
+
+def test_the_same_request_sent_twice_at_once_is_taken_once(slack, requester, reviewer):
+    """The replay cache's unique key: of two identical requests racing, one gets in."""
+    SlackUserLink.objects.create(slack_user_id="U0RITA", team_id=TEAM, user=reviewer)
+    NotificationPreference.objects.create(
+        user=reviewer, email=False, slack_webhook_url=slack.webhook
+    )
+    _, (row,) = open_interrupts(user=requester, values=[human_interrupt(approvals=2)])
+    (note,) = Notification.objects.filter(channel="slack")
+    notification_attempt(notification_id=note.pk, now=note.send_after)
+    message = slack.to("/services/")[0]["body"]
+    body = form_body(press(slack, message, button(message, "hitl_accept", row.pk), "U0RITA"))
+    timestamp = str(int(time.time()))
+    headers = {
+        "HTTP_X_SLACK_REQUEST_TIMESTAMP": timestamp,
+        "HTTP_X_SLACK_SIGNATURE": sign(body, timestamp),
+    }
+    start, statuses = threading.Barrier(2), []
+
+    def race():
+        start.wait()
+        try:
+            statuses.append(send(Client(), body, headers).status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=race) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(statuses) == [200, 401]
+    assert SlackRequestSeen.objects.count() == 1
+    approvals = AuditEvent.objects.filter(interrupt_id=row.pk, kind="interrupt.approved")
+    assert approvals.count() == 1

@@ -62,11 +62,14 @@ def verify(body: bytes, timestamp: str, signature: str) -> None:
     if not SignatureVerifier(secret).is_valid(body, timestamp, signature):
         raise Refused("Invalid or stale Slack signature.")
     now = timezone.now()
+    replay = Refused("This request was received already (a replay).")
+    if SlackRequestSeen.objects.filter(signature=signature[:100]).exists():
+        raise replay
     try:
         with transaction.atomic():
             SlackRequestSeen.objects.create(signature=signature[:100])
-    except IntegrityError:
-        raise Refused("This request was received already (a replay).") from None
+    except IntegrityError:  # the same request twice at once: the unique key lets one in
+        raise replay from None
     # Older signatures fail the timestamp check anyway; keep the table small.
     SlackRequestSeen.objects.filter(seen_at__lt=now - REPLAY_WINDOW).delete()
 
