@@ -10,7 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hitl
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run install install-dev test services chromium worker web bench lint
+.PHONY: run install install-dev test services chromium oidc-provider worker web bench lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,10 @@ services:
 chromium:
 	scripts/ensure-chromium
 
-test: install-dev services chromium
+oidc-provider:
+	scripts/ensure-oidc-provider
+
+test: install-dev services chromium oidc-provider
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install-dev

@@ -1,7 +1,7 @@
 """At most once: approved tool calls go through a ledger; any node can get a stable key.
 
 The ledger is an object the host puts into config["configurable"][LEDGER_KEY] (never
-checkpointed, like the file store). HITL's lives in hitl/core/ledger.py; without one,
+checkpointed, like the file store). HITL's lives in hitl/core/worker/ledger.py; without one,
 tools run as LangGraph runs them (at least once per attempt).
 """
 

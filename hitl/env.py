@@ -46,3 +46,14 @@ def envfloat(name: str, default: float) -> float:
 
 def envlist(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def envpairs(name: str, default: str = "") -> list[tuple[str, str]]:
+    """`a=x,b=y` as [("a", "x"), ("b", "y")]; a key may repeat; an entry without `=` fails."""
+    pairs = []
+    for item in envlist(name, default):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ImproperlyConfigured(f"{name} entries must look like key=value, got {item!r}")
+        pairs.append((key.strip(), value.strip()))
+    return pairs

@@ -6,12 +6,13 @@ checkpointer, the in-memory channel layer and runs executed in-process.
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
-from hitl.env import envbool, envfloat, envint, envlist, envstr
+from hitl.env import envbool, envfloat, envint, envlist, envpairs, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("HITL_VAR_DIR", str(BASE_DIR / "var")))
@@ -145,6 +146,58 @@ AXES_HTTP_RESPONSE_CODE = 429
 # X-Forwarded-For; reading that header here would let a client pick its own address.
 AXES_CLIENT_IP_CALLABLE = "hitl.security.client_ip"
 
+# Single sign-on through the company's OpenID Connect provider (mozilla-django-oidc; README
+# "Single sign-on"). Off unless HITL_OIDC_ISSUER and HITL_OIDC_CLIENT_ID are set. Endpoints
+# come from the issuer's discovery document unless set one by one.
+HITL_OIDC_ISSUER = envstr("HITL_OIDC_ISSUER").rstrip("/")
+HITL_OIDC_CLIENT_ID = envstr("HITL_OIDC_CLIENT_ID")
+HITL_SSO = bool(HITL_OIDC_ISSUER and HITL_OIDC_CLIENT_ID)
+HITL_OIDC_LABEL = envstr("HITL_OIDC_LABEL", "Sign in with single sign-on")
+# The claim whose values (a list or one string) decide groups and permissions at every login.
+HITL_OIDC_GROUPS_CLAIM = envstr("HITL_OIDC_GROUPS_CLAIM", "groups")
+# "idp-value=django-group,...": a value may repeat to give several groups.
+HITL_OIDC_GROUP_MAP = envpairs("HITL_OIDC_GROUP_MAP")
+# "idp-value=hitl.review_all,...": the named permissions (app_label.codename).
+HITL_OIDC_PERMISSION_MAP = envpairs("HITL_OIDC_PERMISSION_MAP")
+for _value, _perm in HITL_OIDC_PERMISSION_MAP:
+    if _perm.count(".") != 1:
+        raise ImproperlyConfigured(
+            f"HITL_OIDC_PERMISSION_MAP: {_perm!r} must be app_label.codename (hitl.review_all)"
+        )
+# The claim a new user's username comes from (made unique if taken).
+HITL_OIDC_USERNAME_CLAIM = envstr("HITL_OIDC_USERNAME_CLAIM", "preferred_username")
+# Off: the login page offers only SSO and every password login (admin's too) is refused.
+HITL_PASSWORD_LOGIN = envbool("HITL_PASSWORD_LOGIN", True)
+if not HITL_PASSWORD_LOGIN and not HITL_SSO:
+    raise ImproperlyConfigured("HITL_PASSWORD_LOGIN=0 needs single sign-on (HITL_OIDC_ISSUER).")
+if HITL_SSO:
+    AUTHENTICATION_BACKENDS.append("hitl.review.sso.SsoBackend")
+    if not HITL_PASSWORD_LOGIN:
+        AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
+    OIDC_RP_CLIENT_ID = HITL_OIDC_CLIENT_ID
+    OIDC_RP_CLIENT_SECRET = envstr("HITL_OIDC_CLIENT_SECRET")
+    if not OIDC_RP_CLIENT_SECRET:
+        raise ImproperlyConfigured("single sign-on needs HITL_OIDC_CLIENT_SECRET")
+    if urlsplit(HITL_OIDC_ISSUER).scheme not in ("https", "http"):
+        raise ImproperlyConfigured(f"HITL_OIDC_ISSUER must be a URL, got {HITL_OIDC_ISSUER!r}")
+    OIDC_RP_SCOPES = envstr("HITL_OIDC_SCOPES", "openid email profile groups")
+    OIDC_RP_SIGN_ALGO = envstr("HITL_OIDC_SIGN_ALGO", "RS256")
+    # Empty: taken from {issuer}/.well-known/openid-configuration on first use.
+    OIDC_OP_AUTHORIZATION_ENDPOINT = envstr("HITL_OIDC_AUTHORIZATION_ENDPOINT")
+    OIDC_OP_TOKEN_ENDPOINT = envstr("HITL_OIDC_TOKEN_ENDPOINT")
+    OIDC_OP_USER_ENDPOINT = envstr("HITL_OIDC_USERINFO_ENDPOINT")
+    OIDC_OP_JWKS_ENDPOINT = envstr("HITL_OIDC_JWKS_ENDPOINT")
+    OIDC_USE_PKCE = True
+    OIDC_TIMEOUT = envfloat("HITL_OIDC_TIMEOUT", 10.0)
+    OIDC_AUTHENTICATION_CALLBACK_URL = "sso-callback"
+    LOGIN_REDIRECT_URL_FAILURE = "/login/"
+    # Logout also ends the session at the provider (RP-initiated logout): the ID token is
+    # kept in the session as the logout request's hint.
+    HITL_OIDC_LOGOUT_AT_IDP = envbool("HITL_OIDC_LOGOUT_AT_IDP", False)
+    OIDC_STORE_ID_TOKEN = HITL_OIDC_LOGOUT_AT_IDP
+    # Seconds of clock difference with the provider tolerated on exp/iat/nbf.
+    HITL_OIDC_LEEWAY = envint("HITL_OIDC_LEEWAY", 60)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -215,6 +268,13 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     }
 }
+if HITL_SSO and HITL_OIDC_LOGOUT_AT_IDP:
+    # The logout form's answer redirects to the provider, and browsers check form-action
+    # on a form's redirects too.
+    _issuer = urlsplit(HITL_OIDC_ISSUER)
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        f"{_issuer.scheme}://{_issuer.netloc}"
+    )
 PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
 
 REDIS_URL = envstr("REDIS_URL")
@@ -297,6 +357,9 @@ HITL_MAX_ESCALATIONS = envint("HITL_MAX_ESCALATIONS", 3)
 # Seconds a reviewer can undo a decision made in the browser before the agent resumes
 # (0: decisions act at once). API clients ask for one per decision.
 HITL_UNDO_SECONDS = envfloat("HITL_UNDO_SECONDS", 5.0)
+# Milliseconds one decision rule's condition may take on one interrupt; past that the
+# rule fails on it and the item goes to people.
+HITL_RULE_BUDGET_MS = envint("HITL_RULE_BUDGET_MS", 200)
 CELERY_BEAT_SCHEDULE = {
     "hitl-expire-interrupts": {
         "task": "hitl.maintenance.expire_interrupts",
@@ -319,7 +382,7 @@ CELERY_BEAT_SCHEDULE = {
 HITL_METRICS_TOKEN = envstr("HITL_METRICS_TOKEN")
 HITL_METRICS_PUBLIC = envbool("HITL_METRICS_PUBLIC", False)
 
-# Notifications (issue 13): e-mail through Django's e-mail framework (any SMTP server)
+# Notifications: e-mail through Django's e-mail framework (any SMTP server)
 # and Slack-compatible incoming webhooks (hosts allow-listed like run webhooks).
 EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
@@ -366,7 +429,7 @@ HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
 
 # Graph registry, like langgraph.json: name -> "module:attr".
 HITL_GRAPHS = {
-    # The ReAct demo agent: clarification, files, approval, final result (issue 3).
+    # The ReAct demo agent: clarification, files, approval, final result.
     "demo": "agents.graphs.demo:demo_graph",
     "approval": "agents.graphs.examples:approval_graph",
     "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
@@ -374,7 +437,7 @@ HITL_GRAPHS = {
     "raw_question": "agents.graphs.examples:raw_graph",
     # A typed input (strings, numbers, enum, list): "New thread" shows it as a form.
     "ticket_triage": "agents.graphs.triage:triage_graph",
-    # Calls tools an AG-UI client defines; their results resume it (issue 6).
+    # Calls tools an AG-UI client defines; their results resume it.
     "client_tools": "agents.graphs.client_tools:client_tools_graph",
 }
 for entry in envlist("HITL_EXTRA_GRAPHS"):
@@ -382,7 +445,7 @@ for entry in envlist("HITL_EXTRA_GRAPHS"):
     HITL_GRAPHS[name.strip()] = target.strip()
 HITL_DEFAULT_GRAPH = envstr("HITL_DEFAULT_GRAPH", "demo")
 
-# Webhooks (issue 6): a run's webhook must be on an allow-listed host ("*.example.com"
+# Webhooks: a run's webhook must be on an allow-listed host ("*.example.com"
 # allows subdomains); bodies are signed per Standard Webhooks (SECRET_KEY when unset).
 # Entries name host and port: "hooks.example.com" (default port), "host:8443", "host:*".
 HITL_WEBHOOK_HOSTS = envlist("HITL_WEBHOOK_HOSTS")

@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from hitl.api.agui import api as agui_api
@@ -15,6 +14,7 @@ from hitl.review import (
     email_views,
     notify_views,
     run_actions,
+    sso,
     timetravel,
     tokens,
     views,
@@ -23,8 +23,12 @@ from hitl.review import (
 urlpatterns = [
     # Reviewer web app pages (hitl/review/views.py).
     path("", views.inbox, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso.LoginView.as_view(), name="login"),
+    path("logout/", sso.LogoutView.as_view(), name="logout"),
+    # Single sign-on (OpenID Connect): 404 unless configured. The redirect URI to register
+    # at the provider is <public URL>/sso/callback/.
+    path("sso/login/", sso.SsoLoginView.as_view(), name="sso-login"),
+    path("sso/callback/", sso.SsoCallbackView.as_view(), name="sso-callback"),
     path("threads/new/", views.thread_new, name="thread-new"),
     path("threads/<uuid:thread_id>/", views.thread_detail, name="thread"),
     path("threads/<uuid:thread_id>/live/", views.thread_live, name="thread-live"),
@@ -62,7 +66,7 @@ urlpatterns = [
         name="interrupt-outcome",
     ),
     path("tokens/", tokens.token_list, name="tokens"),
-    # Notifications (issue 13): a message's signed deep link, and my preferences.
+    # Notifications: a message's signed deep link, and my preferences.
     path("n/<str:token>/", notify_views.notification_open, name="notify-open"),
     path(
         "settings/notifications/",
@@ -80,9 +84,10 @@ urlpatterns = [
     path("slack/interactivity/", slack_views.slack_interactivity, name="slack-interactivity"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("api/v1/", api.urls),
-    # LangGraph-Server-compatible API and AG-UI endpoint (issue 6).
+    # LangGraph-Server-compatible API and AG-UI endpoint.
     path("langgraph/", lgapi.urls),
     path("agui/", agui_api.urls),
+    path("admin/login/", sso.admin_login),
     path("admin/", admin.site.urls),
     # Operations (hitl/ops/views.py).
     path("healthz", ops.healthz, name="healthz"),

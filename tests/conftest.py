@@ -386,6 +386,8 @@ def asgi_server(test_database_url, tmp_path, transactional_db) -> Iterator[str]:
         with socket.socket() as sock:
             return sock.connect_ex(("127.0.0.1", port)) == 0
 
-    wait_for(up, 30, 0.1, "daphne to listen")
-    yield f"http://127.0.0.1:{port}"
-    proc.stop()
+    try:
+        wait_for(up, 60, 0.1, "daphne to listen")
+        yield f"http://127.0.0.1:{port}"
+    finally:  # also when it never listened: no daphne outlives its test
+        proc.stop()

@@ -112,7 +112,7 @@ def test_embedded_default_runs_a_full_approval_cycle(embedded):
 
 def test_embedded_default_serves_the_langgraph_cycle_with_a_resume_map(embedded):
     """langgraph_sdk against SQLite: a wait locks its thread and a resume reads the
-    pending rows with SQL built once (hitl/core/pgpaths.py), as on PostgreSQL."""
+    pending rows with SQL built once (hitl/core/db/statements.py), as on PostgreSQL."""
     from langgraph_sdk import get_sync_client
 
     base, token, var = embedded

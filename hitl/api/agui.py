@@ -38,12 +38,12 @@ from ninja import NinjaAPI
 from pydantic import TypeAdapter, ValidationError
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
-from hitl.api.langgraph import resume as lg_resume
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import state as lg_state
 from hitl.api.langgraph.api import AUTH
 from hitl.core import errors
 from hitl.core.access.permissions import user_can_view_thread
+from hitl.core.decisions import resume as decision_resume
 from hitl.core.errors import error_line
 from hitl.core.live import agui
 from hitl.core.live.waiting import ThreadSubscription, fetch_run, run_events_of
@@ -188,7 +188,7 @@ def _client_tool_answers(thread: Thread, body: RunAgentInput) -> dict[str, Any]:
 
 def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) -> Run:
     """Start or resume the run an AG-UI input asks for (one transaction)."""
-    lg_resume.check_storable([body.thread_id, body.run_id], "threadId and runId")
+    decision_resume.check_storable([body.thread_id, body.run_id], "threadId and runId")
     with transaction.atomic():
         thread = Thread.objects.filter(pk=thread_id).one_or_none()
         if thread is not None:
@@ -202,19 +202,19 @@ def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) ->
             if thread is None:
                 raise errors.NotFound(f"Thread {body.thread_id} has nothing to resume.")
             entries = {
-                entry.interrupt_id: lg_resume.CANCELLED
+                entry.interrupt_id: decision_resume.CANCELLED
                 if entry.status == "cancelled"
                 else entry.payload
                 for entry in body.resume
             }
-            run = lg_resume.resume_entries(thread=thread, user=user, entries=entries)
+            run = decision_resume.resume_entries(thread=thread, user=user, entries=entries)
         elif thread is not None and thread.interrupts.pending().exists():
             answers = _client_tool_answers(thread, body)
             if not answers:
                 raise errors.Conflict(
                     "The thread is waiting for interrupts; answer them with `resume` entries."
                 )
-            run = lg_resume.resume_entries(thread=thread, user=user, entries=answers)
+            run = decision_resume.resume_entries(thread=thread, user=user, entries=answers)
         else:
             run = lg_services.run_create(
                 user=user,
@@ -241,7 +241,7 @@ def _final_event(run: Run, body: RunAgentInput) -> Any:
         rows = (
             HumanInterrupt.objects.filter(run=run, status=HumanInterrupt.Status.PENDING)
             .select_related("reviewer_group")
-            .order_by("created_at", "interrupt_id", "position")
+            .in_order()
         )
         items = [agui.interrupt_item(row) for row in rows]
         if items:

@@ -319,7 +319,7 @@ def interrupt_decide(request, interrupt_id: uuid.UUID, body: DecisionIn):
         args=body.args,
         grace=body.grace_seconds,
         respect_claim=not body.override_claim,
-    )
+    ).row
     data = interrupt_json(row)
     if row.status == HumanInterrupt.Status.PENDING and row.approvals_required > 1:
         data["approvals"] = quorum.approvals_progress(row)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.models import Group
+from django.db import transaction
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from hitl.core import errors, runs
 from hitl.core.audit import audit_entry, audit_for_thread
+from hitl.core.live import events
 from hitl.core.models import (
     ApiToken,
     Artifact,
@@ -22,6 +25,7 @@ from hitl.core.models import (
     HumanInterrupt,
     ReviewerGroupPolicy,
     Run,
+    SsoIdentity,
     Thread,
     ToolExecution,
     WebhookDelivery,
@@ -167,6 +171,15 @@ class ThreadAdmin(UuidSearchMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # threads start through the app or the API (runs.run_start)
+
+    def delete_queryset(self, request, queryset):
+        gone = [(t.pk, list(t.runs.values_list("pk", flat=True))) for t in queryset]
+        super().delete_queryset(request, queryset)
+        for thread_id, run_ids in gone:
+            transaction.on_commit(partial(events.thread_forget, thread_id, run_ids))
+
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, Thread.objects.filter(pk=obj.pk))
 
     @admin.action(
         description="Cancel selected threads (pending interrupts, running runs)",
@@ -443,6 +456,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("prefix", "user", "name", "created_at", "last_used_at")
     list_select_related = ("user",)
     readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+
+
+@admin.register(SsoIdentity)
+class SsoIdentityAdmin(admin.ModelAdmin):
+    """Who signed in through SSO as whom; deleting one unlinks it (the next login makes a
+    new user). Written only by logins."""
+
+    list_display = ("user", "subject", "issuer", "claim_values", "last_login_at")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "subject")
+    readonly_fields = ("user", "issuer", "subject", "claim_values", "created_at", "last_login_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 def _report(model_admin, request, done: int, one: str, many: str, failed: list[str]) -> None:

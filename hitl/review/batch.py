@@ -21,14 +21,13 @@ from hitl.core.access.permissions import thread_for_viewer, user_can_review
 from hitl.core.models import HumanInterrupt, Thread
 from hitl.review.selectors import InboxQuery, interrupt_label, pending_interrupts_for
 
-ORDER = ("created_at", "interrupt_id", "position")
 BULK_TYPES = {"accept": "Accept", "ignore": "Ignore"}
 DONE_WORDS = {"accept": "Accepted", "ignore": "Ignored"}
 
 
 def batch_of(row: HumanInterrupt) -> list[HumanInterrupt]:
     """Every interrupt the run of `row` paused on, in the order the page shows them."""
-    return list(HumanInterrupt.objects.filter(run_id=row.run_id).order_by(*ORDER))
+    return list(HumanInterrupt.objects.filter(run_id=row.run_id).in_order())
 
 
 def item_label(row: HumanInterrupt, batch: list[HumanInterrupt] | None = None) -> str:
@@ -46,9 +45,7 @@ def label_decided(rows: list[HumanInterrupt]) -> None:
     siblings: dict[Any, list[Any]] = {}
     run_ids = {r.run_id for r in rows}
     for run_id, pk in (
-        HumanInterrupt.objects.filter(run_id__in=run_ids)
-        .order_by(*ORDER)
-        .values_list("run_id", "pk")
+        HumanInterrupt.objects.filter(run_id__in=run_ids).in_order().values_list("run_id", "pk")
     ):
         siblings.setdefault(run_id, []).append(pk)
     for row in rows:
@@ -64,7 +61,7 @@ def batch_context(thread: Thread, user) -> dict[str, Any]:
     run = thread.runs.filter(interrupts__isnull=False).order_by("-created_at").first()
     if run is None:
         return {"batch": None}
-    rows = list(run.interrupts.select_related("thread", "reviewer_group").order_by(*ORDER))
+    rows = list(run.interrupts.select_related("thread", "reviewer_group").in_order())
     if len(rows) < 2:
         return {"batch": None}
     latest = thread.runs.order_by("-created_at").first()
@@ -114,7 +111,7 @@ def thread_decide_all(request, thread_id):
         return redirect("thread", thread_id=thread.pk)
     rows = [
         r
-        for r in thread.interrupts.pending().select_related("thread").order_by(*ORDER)
+        for r in thread.interrupts.pending().select_related("thread").in_order()
         if user_can_review(request.user, r)
     ]
     done, skipped = [], []

@@ -33,7 +33,8 @@ def _matching(request, data) -> list[str]:
     filters = InboxFilterForm(
         data, groups=reviewer_groups_for_filter(request.user), default_tab="pending"
     )
-    qs = pending_interrupts_for(request.user, filters.query()).order_by("created_at", "pk")
+    query = filters.query(strict=True)  # an invalid value must not widen the match
+    qs = pending_interrupts_for(request.user, query).order_by("created_at", "pk")
     ids = [str(pk) for pk in qs.values_list("pk", flat=True)[: MAX_BULK_ITEMS + 1]]
     if len(ids) > MAX_BULK_ITEMS:
         raise Invalid(f"More than {MAX_BULK_ITEMS} items match; narrow the filter.")

@@ -24,8 +24,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
+from hitl.core.access.permissions import can_review, can_view_thread
 from hitl.core.errors import Invalid, load_json
 from hitl.core.live import events
+from hitl.core.models import Thread
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,12 @@ class Principal:
 
 
 NOBODY = Principal(active=False, review_all=False, group_ids=frozenset())
+
+
+def _may_review(principal: Principal, group_id: int | None) -> bool:
+    return can_review(
+        review_all=principal.review_all, group_ids=principal.group_ids, reviewer_group_id=group_id
+    )
 
 
 def load_principals(user_ids: list[int]) -> dict[int, Principal]:
@@ -378,7 +386,7 @@ class InboxConsumer(_LiveConsumer):
         if not await self._still_active(principal):
             return
         group_id = message.get("reviewer_group_id")
-        if not (principal.review_all or (group_id is not None and group_id in principal.group_ids)):
+        if not _may_review(principal, group_id):
             return
         out = _interrupt_message(message)
         if message["status"] == "pending":
@@ -402,7 +410,7 @@ class InboxConsumer(_LiveConsumer):
         if not await self._still_active(principal):
             return
         group_id = message.get("reviewer_group_id")
-        if principal.review_all or (group_id is not None and group_id in principal.group_ids):
+        if _may_review(principal, group_id):
             await self.send_json(_progress_message(message))
 
     async def thread_changed(self, message):
@@ -444,8 +452,6 @@ class ThreadConsumer(_LiveConsumer):
         await self._join([events.thread_group(self.thread_id)], principal)
 
     def _can_view(self, principal: Principal) -> bool:
-        from hitl.core.models import HumanInterrupt, Thread
-
         if not principal.active:
             return False
         thread = Thread.objects.filter(pk=self.thread_id).values(
@@ -454,14 +460,14 @@ class ThreadConsumer(_LiveConsumer):
         thread = thread.first()
         if thread is None:
             return False
-        # The same rule as selectors.user_can_view_thread (is_staff alone grants nothing).
-        if thread["requester_id"] == self.user_id or principal.review_all:
-            return True
-        if thread["reviewer_group_id"] in principal.group_ids:
-            return True
-        return HumanInterrupt.objects.filter(
-            thread_id=self.thread_id, reviewer_group_id__in=principal.group_ids
-        ).exists()
+        # The rule every surface uses (hitl.core.access), on this socket's principal.
+        return can_view_thread(
+            is_requester=thread["requester_id"] == self.user_id,
+            review_all=principal.review_all,
+            group_ids=principal.group_ids,
+            thread_id=self.thread_id,
+            reviewer_group_id=thread["reviewer_group_id"],
+        )
 
     async def _allowed(self) -> Principal | None:
         principal = await self._principal()
@@ -497,9 +503,7 @@ class ThreadConsumer(_LiveConsumer):
         group_id = message.get("reviewer_group_id")
         out = _interrupt_message(message)
         if message["status"] == "pending":
-            can_answer = principal.review_all or (
-                group_id is not None and group_id in principal.group_ids
-            )
+            can_answer = _may_review(principal, group_id)
             interrupt_id = message["interrupt_id"]
             html = await renders().get(
                 ("card", interrupt_id, group_id, can_answer),

@@ -82,11 +82,10 @@ def email_action(request, token: str):
         context["error"] = exc.message
         row.refresh_from_db()
         return render(request, "hitl/email_action.html", context, status=exc.status_code)
-    progress = getattr(decided, "approval_progress", None)
     context.update(
         done=DONE.get(link.response_type, "Done"),
-        progress=progress,
-        undo=decided.undo_until is not None,
+        progress=decided.progress,
+        undo=decided.row.undo_until is not None,
         used=True,
     )
     return render(request, "hitl/email_action.html", context)

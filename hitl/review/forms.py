@@ -27,7 +27,8 @@ from hitl.review.selectors import TABS, InboxQuery, interrupt_clarification
 
 
 class InboxFilterForm(forms.Form):
-    """The inbox's query string; anything malformed falls back to the default."""
+    """The inbox's query string. For showing a page anything malformed falls back to the
+    default; for deciding ("select all matching") it is a 400 naming the field."""
 
     tab = forms.ChoiceField(choices=[(t, t) for t in TABS], required=False)
     group = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
@@ -60,8 +61,13 @@ class InboxFilterForm(forms.Form):
         self.fields["group"].choices = [("", "all groups")] + [(g.pk, g.name) for g in groups]
         self.fields["graph"].choices = [("", "all graphs")] + [(n, n) for n in registry.names()]
 
-    def query(self) -> InboxQuery:
-        self.is_valid()
+    def query(self, *, strict: bool = False) -> InboxQuery:
+        """The filter as a query. With `strict`, Invalid for any field that does not
+        validate: dropping it would widen what the filter matches (a group the user is
+        not in would become every group)."""
+        if not self.is_valid() and strict:
+            name, errors = next(iter(self.errors.items()))
+            raise Invalid(f"The filter's {name!r} is not valid: {' '.join(errors)}")
         data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
         return InboxQuery(
             tab=data.get("tab") or self.default_tab,

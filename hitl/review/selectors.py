@@ -232,7 +232,7 @@ def next_pending_for(user, after: HumanInterrupt) -> HumanInterrupt | None:
     same_thread = (
         HumanInterrupt.objects.filter(thread_id=after.thread_id, status="pending")
         .select_related("thread")
-        .order_by("created_at", "interrupt_id", "position")
+        .in_order()
     )
     for row in same_thread:
         if user_can_review(user, row):

@@ -58,6 +58,8 @@ def _is_reviewer_page(view) -> bool:
     if getattr(view, "allows_anonymous", False):
         return False
     module = getattr(view, "__module__", "")
+    if module == "hitl.review.sso":  # the login pages: for anonymous users by design
+        return False
     return module.startswith("hitl.review.") or module == "hitl.ops.thread_actions"
 
 

@@ -219,7 +219,7 @@ def interrupt_decide(request, interrupt_id):
     # A decided row goes to the service whatever the form says: it names who answered.
     response_type, args = form.decision() if form.is_valid() else ("accept", None)
     try:
-        decided = decisions.interrupt_resolve(
+        answer = decisions.interrupt_resolve(
             interrupt_id=row.pk,
             user=request.user,
             response_type=response_type,
@@ -261,20 +261,20 @@ def interrupt_decide(request, interrupt_id):
         if following
         else thread_url
     )
-    progress = getattr(decided, "approval_progress", None)
+    progress = answer.progress
     if progress is not None:  # four-eyes: still pending until the quorum is met
         done = (
             f"Approval recorded ({progress.approvals} of {progress.required} approvals): "
             f"{item_label(row, batch)}"
         )
-    undo = undo_info(decided)
+    undo = undo_info(answer.row)
     if as_json:
         return JsonResponse(
             {"ok": True, "next": next_url, "message": _sentence(done), "undo": undo}
         )
     moved = following is not None and following.thread_id != row.thread_id
     where = f" on “{row.thread.title}”; here is the next one" if moved else ""
-    tags = f"undo undo-{decided.pk}-{undo['until_ms']}" if undo else ""
+    tags = f"undo undo-{answer.row.pk}-{undo['until_ms']}" if undo else ""
     messages.success(request, _sentence(done + where), extra_tags=tags)
     return redirect(next_url)
 

@@ -18,7 +18,7 @@ from hitl.core.worker import lease
 
 pytestmark = pytest.mark.django_db
 
-# PostgreSQL claims and ends a run in single statements (hitl/core/pgpaths.py).
+# PostgreSQL claims and ends a run in single statements (hitl/core/db/statements.py).
 ON_POSTGRES = connection.vendor == "postgresql"
 
 

@@ -142,7 +142,9 @@ def test_a_rule_counts_as_one_approval_when_the_policy_says_so(
     assert row.status == "pending"
     [approval] = row.approvals.all()
     assert (approval.user, approval.rule_label) == (None, "accept-all v1")
-    done = decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    done = decisions.interrupt_resolve(
+        interrupt_id=row.pk, user=reviewer, response_type="accept"
+    ).row
     assert (done.status, done.responded_by) == ("resolved", reviewer)
 
 

@@ -1,7 +1,7 @@
 """Starting a run on an existing thread: the graph it binds, and refusals that write nothing.
 
 On PostgreSQL the thread's change and the run's insert are one statement
-(hitl/core/statements.py); elsewhere the ORM path does the same. Both are checked here.
+(hitl/core/db/statements.py); elsewhere the ORM path does the same. Both are checked here.
 """
 
 from __future__ import annotations

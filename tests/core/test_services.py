@@ -38,7 +38,7 @@ def start(manual_runs, requester, reviewers_group):
 def decide(row, user, response_type, args=None) -> HumanInterrupt:
     return decisions.interrupt_resolve(
         interrupt_id=row.pk, user=user, response_type=response_type, args=args
-    )
+    ).row
 
 
 def pending(thread) -> list[HumanInterrupt]:

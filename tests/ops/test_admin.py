@@ -224,3 +224,19 @@ def test_only_staff_reach_admin_actions(client, reviewer, manual_runs, requester
     )
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     assert Thread.objects.get(pk=thread.pk).status == "interrupted"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_threads_in_admin_drops_their_event_logs(admin_client_for, requester):
+    """Admin deletes only threads without runs (runs cannot be deleted there), whose log
+    still holds events such as file uploads."""
+    from hitl.core.live import eventlog
+
+    thread = Thread.objects.create(graph="approval", requester=requester)
+    entry = eventlog.append(thread.pk, {"type": "CUSTOM", "name": "file.uploaded"})
+    assert eventlog.read_from(thread.pk, entry)
+
+    act(admin_client_for, "thread", "delete_selected", [thread.pk], post="yes")
+
+    assert not Thread.objects.filter(pk=thread.pk).exists()
+    assert eventlog.read_from(thread.pk, "0-0") == []

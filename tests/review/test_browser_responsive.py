@@ -6,10 +6,12 @@ Screenshots (390x844 and 1366x900) land in test-artifacts/, or in $HITL_SHOTS_DI
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.review import test_browser as base
 from tests.review.conftest import human_interrupt, open_interrupts
@@ -61,9 +63,39 @@ def widths(page) -> dict:
     )
 
 
+_INSIDE = """(el) => {
+    const box = el.getBoundingClientRect();
+    return box.width > 0 && box.left >= 0 && box.right <= window.innerWidth;
+}"""
+
+_NO_SIDEWAYS = """() => Math.max(document.documentElement.scrollWidth,
+                           document.body.scrollWidth) <= window.innerWidth"""
+
+
+_COLUMNS = """(stacked) => {
+    const main = document.querySelector(".col-main").getBoundingClientRect();
+    const side = document.querySelector(".col-side").getBoundingClientRect();
+    return stacked ? side.top >= main.bottom - 1 : side.left >= main.right;
+}"""
+
+
 def inside_viewport(page, selector: str) -> bool:
-    box = page.locator(selector).first.bounding_box()
-    return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= widths(page)["viewport"]
+    """Whether `selector` lies inside the screen once layout settles (a busy machine may
+    still be applying styles or a transition when the check starts)."""
+    try:
+        element = page.locator(selector).first.element_handle(timeout=10_000)
+        page.wait_for_function(_INSIDE, arg=element, timeout=10_000)
+    except PlaywrightTimeout:
+        return False
+    return True
+
+
+def settled_widths(page) -> dict:
+    """The page's and the screen's width, once the page stops scrolling sideways (or
+    after 10 s, when it does and the caller's assertion then says so)."""
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(_NO_SIDEWAYS, timeout=10_000)
+    return widths(page)
 
 
 def reviewed_data(user):
@@ -97,7 +129,7 @@ def test_inbox_and_thread_fit_phones_and_desktops(asgi_server, page_at, reviewer
         page = page_at(asgi_server, "rita", viewport)
         page.wait_for_selector("#live-indicator[data-state=live]")
         page.screenshot(path=str(out / f"inbox-{name}.png"), full_page=False)
-        measured[f"inbox-{name}"] = widths(page)
+        measured[f"inbox-{name}"] = settled_widths(page)
         # Every row shows its group and how long it waits, inside the screen.
         for cell in ("td .chip.group", "td.age time", "a.title"):
             assert inside_viewport(page, f"tr.row {cell}"), (name, cell)
@@ -109,7 +141,7 @@ def test_inbox_and_thread_fit_phones_and_desktops(asgi_server, page_at, reviewer
             assert not logout.is_visible()
             page.click("#menu-toggle")
             assert page.get_attribute("#menu-toggle", "aria-expanded") == "true"
-            measured[f"inbox-menu-{name}"] = widths(page)
+            measured[f"inbox-menu-{name}"] = settled_widths(page)
             if name == "390x844":
                 page.screenshot(path=str(out / f"inbox-menu-{name}.png"), full_page=False)
             page.keyboard.press("Escape")
@@ -126,7 +158,9 @@ def test_inbox_and_thread_fit_phones_and_desktops(asgi_server, page_at, reviewer
         page.wait_for_selector("#live-indicator[data-state=live]")
         page.wait_for_load_state("networkidle")
         page.screenshot(path=str(out / f"thread-{name}.png"), full_page=False)
-        measured[f"thread-{name}"] = widths(page)
+        measured[f"thread-{name}"] = settled_widths(page)
+        with contextlib.suppress(PlaywrightTimeout):  # the layout's final form, then measure
+            page.wait_for_function(_COLUMNS, arg=narrow, timeout=10_000)
         main = page.locator(".col-main").bounding_box()
         side = page.locator(".col-side").bounding_box()
         if narrow:  # stacked: the runs come below the decisions

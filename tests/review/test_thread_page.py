@@ -308,8 +308,8 @@ def test_final_result_and_run_history(paused, client_for, reviewer, requester):
     page = client_for(reviewer).get(f"/threads/{thread.pk}/").content.decode()
     result = page[page.index('id="final-result"') :]
     assert "Sent the report." in result and "a.csv" in result and ">yes<" in result
-    runs = page[page.index('id="section-runs"') :]
-    assert "start" in runs and "interrupted" in runs
+    section = page[page.index('id="section-runs"') :]
+    assert "start" in section and "interrupted" in section
 
 
 @pytest.fixture

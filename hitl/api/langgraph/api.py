@@ -27,7 +27,6 @@ from ninja.security import SessionAuth
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import assistants, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
-from hitl.api.langgraph.resume import check_storable
 from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
     CheckpointIn,
@@ -45,6 +44,7 @@ from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_mo
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import errors
 from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
+from hitl.core.errors import check_storable
 from hitl.core.live import eventlog
 from hitl.core.live.events import RunEnd
 from hitl.core.live.waiting import ThreadSubscription, wait_for_run

@@ -75,7 +75,7 @@ def interrupts_map(
     (its resume queued) is no longer actionable even if the checkpoint still has it.
     """
     if rows is None:
-        rows = thread.interrupts.pending().order_by("created_at", "interrupt_id", "position")
+        rows = thread.interrupts.pending().in_order()
     out: dict[str, list[dict[str, Any]]] = {}
     seen: set[str] = set()
     for row in rows:
@@ -94,9 +94,7 @@ def with_pending(qs):
     return qs.prefetch_related(
         Prefetch(
             "interrupts",
-            queryset=HumanInterrupt.objects.pending().order_by(
-                "created_at", "interrupt_id", "position"
-            ),
+            queryset=HumanInterrupt.objects.pending().in_order(),
             to_attr="pending_rows",
         )
     )

@@ -1,7 +1,7 @@
 """State changes behind the LangGraph-compatible API and the AG-UI endpoint.
 
 Thin on purpose: runs start through runs.run_start and interrupts are answered
-through decisions.interrupt_resolve (via hitl.api.langgraph.resume), so this API changes
+through decisions.interrupt_resolve (via hitl.core.decisions.resume), so this API changes
 nothing the UI would not.
 """
 
@@ -13,10 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from hitl.api.langgraph.resume import check_storable, resume_command
 from hitl.core import errors, runs
 from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
 from hitl.core.db import statements
+from hitl.core.decisions.resume import resume_command
+from hitl.core.errors import check_storable
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hitl.api.langgraph.resume import check_storable
 from hitl.core import errors
+from hitl.core.errors import check_storable
 from hitl.core.live.agui import jsonable
 from hitl.core.models import Thread
 from hitl.core.registry import registry

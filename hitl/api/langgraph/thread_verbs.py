@@ -19,16 +19,21 @@ from hitl.core import audit, errors, runs
 from hitl.core.access.permissions import (
     thread_list_for_user,
     user_can_cancel_thread,
-    user_can_run_thread,
+    user_can_change_thread,
 )
+from hitl.core.live import events
 from hitl.core.models import AuditEvent, Run, Thread
 
 log = logging.getLogger(__name__)
 
 
 def _may_change(user, thread: Thread) -> None:
-    if not (user.is_staff or user_can_run_thread(user, thread)):
-        raise errors.Forbidden("Only the requester or an admin can change this thread.")
+    # Staff status grants nothing here: the same rule as every other surface.
+    if not user_can_change_thread(user, thread):
+        raise errors.Forbidden(
+            "Only the thread's requester (or a user with the hitl.run_any_thread "
+            "permission) can change it."
+        )
 
 
 def _checkpointer():
@@ -51,8 +56,11 @@ def thread_delete(*, thread: Thread, user) -> None:
             actor=user,
             data={"thread_id": thread_id, "title": thread.title, "graph": thread.graph},
         )
+        run_ids = list(thread.runs.values_list("pk", flat=True))
         thread.delete()
         transaction.on_commit(lambda: _delete_checkpoints(thread_id))
+        # A thread created again under this id starts with an empty event log.
+        transaction.on_commit(lambda: events.thread_forget(thread_id, run_ids))
 
 
 def _delete_checkpoints(thread_id: str) -> None:
@@ -208,12 +216,12 @@ def runs_cancel_many(
     Runs that are already over are left as they are.
     """
     if thread is not None:
-        runs = list(thread.runs.filter(pk__in=run_ids or []))
-        missing = {str(r) for r in run_ids or []} - {str(r.pk) for r in runs}
+        named = list(thread.runs.filter(pk__in=run_ids or []))
+        missing = {str(r) for r in run_ids or []} - {str(r.pk) for r in named}
         if missing:
             raise errors.NotFound(f"Run {sorted(missing)[0]} not found.")
         active = BULK_CANCEL_STATUSES["all"]
-        if any(r.status in active or r.interrupts.pending().exists() for r in runs):
+        if any(r.status in active or r.interrupts.pending().exists() for r in named):
             runs.thread_cancel(thread=thread, user=user)
         return
     active = Run.objects.filter(

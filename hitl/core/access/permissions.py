@@ -1,7 +1,9 @@
-"""Reads: who may see and answer what."""
+"""Who may do what: one rule per action, used by pages, every API, sockets, files and
+admin actions alike. Staff status grants nothing here (it only opens admin)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -25,17 +27,56 @@ def user_group_ids(user) -> set[int]:
     return cached
 
 
+def _holds(fact: Any) -> Any:
+    # Facts that cost queries come as callables, asked only when the rule needs them.
+    return fact() if callable(fact) else fact
+
+
+def can_review(
+    *, review_all: bool | Callable[[], bool], group_ids, reviewer_group_id: int | None
+) -> bool:
+    """The rule for answering (and being shown) an interrupt routed to a group: its
+    group's members and reviewers of every group. `review_all` may be a callable, asked
+    only when group membership does not already decide (it costs queries)."""
+    if reviewer_group_id is not None and reviewer_group_id in group_ids:
+        return True
+    return _holds(review_all)
+
+
+def can_view_thread(
+    *,
+    is_requester: bool,
+    review_all: bool | Callable[[], bool],
+    group_ids,
+    thread_id: Any,
+    reviewer_group_id: int | None,
+) -> bool:
+    """The rule for seeing a thread: its requester, reviewers of every group, and
+    members of a group the thread or any of its interrupts is routed to."""
+    if is_requester or _holds(review_all):
+        return True
+    group_ids = _holds(group_ids)
+    if not group_ids:
+        return False
+    if reviewer_group_id in group_ids:
+        return True
+    return HumanInterrupt.objects.filter(
+        thread_id=thread_id, reviewer_group_id__in=group_ids
+    ).exists()
+
+
 def user_can_review(user, interrupt: HumanInterrupt) -> bool:
     if not user.is_authenticated:
         return False
-    # Cheapest first: a reviewer's own group (one cached query) before the permission
-    # lookup (two queries), which only reviewers of every group need.
-    if user.is_superuser or (
-        interrupt.reviewer_group_id is not None
-        and interrupt.reviewer_group_id in user_group_ids(user)
-    ):
+    if user.is_superuser:
         return True
-    return user_can_review_all(user)
+    # A reviewer's own group (one cached query) before the permission lookup (two
+    # queries), which only reviewers of every group need.
+    return can_review(
+        review_all=lambda: user_can_review_all(user),
+        group_ids=user_group_ids(user),
+        reviewer_group_id=interrupt.reviewer_group_id,
+    )
 
 
 def thread_for_viewer(user, thread_id: Any) -> Thread | None:
@@ -47,15 +88,13 @@ def thread_for_viewer(user, thread_id: Any) -> Thread | None:
 def user_can_view_thread(user, thread: Thread) -> bool:
     if not user.is_authenticated:
         return False
-    # is_staff alone grants nothing here: seeing every thread is hitl.review_all.
-    if thread.requester_id == user.pk or user_can_review_all(user):
-        return True
-    groups = user_group_ids(user)
-    if not groups:
-        return False
-    if thread.reviewer_group_id in groups:
-        return True
-    return HumanInterrupt.objects.filter(thread=thread, reviewer_group_id__in=groups).exists()
+    return can_view_thread(
+        is_requester=thread.requester_id == user.pk,
+        review_all=lambda: user_can_review_all(user),
+        group_ids=lambda: user_group_ids(user),
+        thread_id=thread.pk,
+        reviewer_group_id=thread.reviewer_group_id,
+    )
 
 
 def user_can_run_thread(user, thread: Thread) -> bool:
@@ -66,6 +105,12 @@ def user_can_run_thread(user, thread: Thread) -> bool:
     thread and changing its metadata, which prepare such a run.
     """
     return thread.requester_id == user.pk or user.has_perm("hitl.run_any_thread")
+
+
+def user_can_change_thread(user, thread: Thread) -> bool:
+    """Delete or copy the thread, rewrite its state, delete its runs: what its requester
+    may do, or a holder of hitl.run_any_thread (who acts for the requester)."""
+    return user_can_run_thread(user, thread)
 
 
 def user_can_cancel_thread(user, thread: Thread) -> bool:
@@ -99,11 +144,7 @@ def interrupt_list_for_reviewer(user) -> QuerySet[HumanInterrupt]:
 
 
 def thread_pending_interrupts(thread: Thread) -> QuerySet[HumanInterrupt]:
-    return (
-        thread.interrupts.pending()
-        .select_related("reviewer_group")
-        .order_by("created_at", "interrupt_id", "position")
-    )
+    return thread.interrupts.pending().select_related("reviewer_group").in_order()
 
 
 def thread_runs(thread: Thread) -> QuerySet[Run]:

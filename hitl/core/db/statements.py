@@ -246,9 +246,15 @@ def _insert_values(obj: Model, prefix: str) -> tuple[str, str, dict[str, Any]]:
 def run_insert_with_thread(
     *, run: Run, thread: Thread, fields: list[str], only_if_no_runs: bool = False
 ) -> bool:
-    """Insert `run` and save `fields` of its thread (locked by the caller) in one
-    statement. With `only_if_no_runs` nothing is written if the thread has a run
-    already; returns whether the run was inserted."""
+    """Insert `run` and save `fields` of its thread (locked by the caller), in one
+    statement on PostgreSQL. With `only_if_no_runs` nothing is written if the thread has
+    a run already; returns whether the run was inserted."""
+    if not available():
+        if only_if_no_runs and thread.runs.exists():
+            return False
+        thread.save(update_fields=fields)
+        run.save(force_insert=True)
+        return True
     sets, params = [], {"thread_id": thread.pk}
     for i, name in enumerate(fields):
         field = Thread._meta.get_field(name)
@@ -393,9 +399,14 @@ def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
 
 
 def save_with_audit(obj: Model, fields: list[str], event: AuditEvent) -> bool:
-    """Save `fields` of `obj` (locked by the caller) and append `event`, in one statement:
-    what `obj.save(update_fields=fields)` then `event.save()` do. Returns whether the row
-    was there to update; the event is appended only then."""
+    """Save `fields` of `obj` (locked by the caller) and append `event`: what
+    `obj.save(update_fields=fields)` then `event.save()` do, in one statement on
+    PostgreSQL. Returns whether the row was there to update; the event is appended only
+    then."""
+    if not available():
+        obj.save(update_fields=fields)  # the caller's lock keeps the row there
+        event.save()
+        return True
     opts = type(obj)._meta
     params: dict[str, Any] = {"pk": obj.pk}
     sets = []

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -21,7 +22,7 @@ from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_stora
 from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.runs import dispatch
-from hitl.core.runs.start import _announce_thread, _enqueue
+from hitl.core.runs.start import announce_thread, enqueue_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def interrupt_rows_for_update(thread_id: Any):
     )
 
 
-def _request_of(row: HumanInterrupt) -> contract.Request:
+def request_of(row: HumanInterrupt) -> contract.Request:
     _, requests = contract.requests_for(row.raw_value, row.response_schema)
     request = requests[row.position] if row.position < len(requests) else requests[0]
     # The row is the source of truth for what is allowed (admins may have changed it).
@@ -53,7 +54,108 @@ ANSWER_FIELDS = [
     "responded_by",
     "responded_at",
     "undo_until",
+    "decided_by_rule",
 ]
+_NOT_EXPIRED = object()
+
+
+@dataclass
+class Answer:
+    """What recording one answer did."""
+
+    row: HumanInterrupt
+    # The resume run it queued (it completed its run's set of answers), or None.
+    resume_run: Run | None = None
+    # Four-eyes: the approvals so far, when this one did not complete the quorum.
+    progress: quorum.Verdict | None = None
+
+
+def answer_record(
+    *,
+    thread: Thread,
+    row: HumanInterrupt,
+    response_type: str,
+    args: Any,
+    user=None,
+    rule=None,
+    expired_by: Any = _NOT_EXPIRED,
+    grace: float = 0,
+    approval_round: int | None = None,
+    siblings: list[HumanInterrupt] | None = None,
+    run_fields: dict[str, Any] | None = None,
+    announce: bool = True,
+    at: datetime | None = None,
+    via: str = "",
+) -> Answer:
+    """Record an answer to a pending row: every answer, whoever gives it, comes here.
+
+    Inside the caller's transaction, with the thread and `row` locked and `args`
+    already checked against the row's config and schema. Who answered: a reviewer
+    (`user`), a decision rule (`rule`), or the item's expiry (`expired_by`: the operator
+    who expired it, or None for the system). Counts toward four-eyes, stores the answer
+    with its audit event, announces it after commit and queues the resume once every
+    interrupt of the run is answered. `at`: when it counts as answered (default: now).
+    `via`: the channel a reviewer answered through when not the browser or the API
+    ("slack", "email"); the trail shows it.
+    """
+    expired = expired_by is not _NOT_EXPIRED
+    if row.approvals_required > 1 and not expired:
+        verdict = quorum.approval_record(
+            thread=thread,
+            row=row,
+            user=user,
+            rule=rule,
+            response_type=response_type,
+            args=args,
+            seen_round=approval_round,
+            via=via,
+        )
+        if not verdict.resolve:
+            return Answer(row=row, progress=verdict)
+        response_type, args = verdict.response_type, verdict.args
+    row.status = HumanInterrupt.Status.EXPIRED if expired else HumanInterrupt.Status.RESOLVED
+    row.response_type = response_type
+    row.response_args = args
+    row.responded_by = user
+    row.responded_at = at or timezone.now()
+    row.undo_until = row.responded_at + timedelta(seconds=grace) if grace else None
+    row.decided_by_rule = rule.label if rule is not None else ""
+    data = audit.answer_data(row)
+    if grace:
+        data["grace_seconds"] = grace
+    if rule is not None:
+        data.update({"rule": rule.name, "rule_version": rule.version})
+    if expired:
+        data["automatic"] = True
+    if via:
+        data["via"] = via
+    event = audit.audit_event(
+        kind=audit.Kind.INTERRUPT_EXPIRED if expired else audit.Kind.INTERRUPT_ANSWERED,
+        thread=thread,
+        interrupt=row,
+        run_id=row.run_id if expired else None,
+        actor=expired_by if expired else user,
+        data=data,
+    )
+    statements.save_with_audit(row, ANSWER_FIELDS, event)
+    if grace:
+        pk = row.pk
+        transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))
+    if announce:
+        status, responded_by = row.status, user.get_username() if user is not None else None
+        transaction.on_commit(
+            lambda: events.publish_interrupt_changed(
+                thread_id=thread.pk,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
+                status=status,
+                responded_by=responded_by,
+            )
+        )
+    resume_run = resume_when_answered(
+        thread=thread, row=row, user=user, run_fields=run_fields, siblings=siblings
+    )
+    return Answer(row=row, resume_run=resume_run)
 
 
 @retry_transient
@@ -72,12 +174,12 @@ def interrupt_resolve(
     respect_claim: bool = False,
     locked: tuple[Thread, HumanInterrupt, list[HumanInterrupt]] | None = None,
     via: str = "",
-) -> HumanInterrupt:
+) -> Answer:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
     A caller that already knows the row's thread passes `thread_id` (one read less);
     `run_fields` (metadata, webhook) go into the resume run if this answer creates it.
-    The returned row's `resume_run` is that run, or None. `savepoint=False` is for a
+    Returns the Answer: its row, and the resume run it queued. `savepoint=False` is for a
     caller whose own transaction rolls back whole on any error (two statements less).
 
     With `grace` (seconds) the answer is stored and counts as given at once, but the
@@ -87,8 +189,7 @@ def interrupt_resolve(
     someone else claimed ("I'm on it") is refused with a 409 naming them. `locked` is
     (thread, row, every row of the row's run) as the caller read them with
     select_for_update in its own open transaction (the rows with their responded_by,
-    reviewer_group and run): not read again. `via` names the channel the answer came
-    through when it is not the browser or the API ("slack", "email"); the trail shows it.
+    reviewer_group and run): not read again. `via` names the channel ("slack", "email").
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -136,64 +237,23 @@ def interrupt_resolve(
             claims.claim_refusal(row, user)
         try:
             normalized = contract.check_response(
-                _request_of(row), response_type, args, lenient=lenient
+                request_of(row), response_type, args, lenient=lenient
             )
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
-        if row.approvals_required > 1:
-            verdict = quorum.approval_record(
-                thread=thread,
-                row=row,
-                user=user,
-                response_type=response_type,
-                args=normalized,
-                seen_round=approval_round,
-                via=via,
-            )
-            if not verdict.resolve:
-                row.resume_run = None
-                row.approval_progress = verdict
-                return row
-            response_type, normalized = verdict.response_type, verdict.args
-        row.status = HumanInterrupt.Status.RESOLVED
-        row.response_type = response_type
-        row.response_args = normalized
-        row.responded_by = user
-        row.responded_at = timezone.now()
-        row.undo_until = row.responded_at + timedelta(seconds=grace) if grace else None
-        data = audit.answer_data(row)
-        if grace:
-            data["grace_seconds"] = grace
-        if via:
-            data["via"] = via
-        answered = audit.audit_event(
-            kind=audit.Kind.INTERRUPT_ANSWERED,
+        answer = answer_record(
             thread=thread,
-            interrupt=row,
-            actor=user,
-            data=data,
+            row=row,
+            response_type=response_type,
+            args=normalized,
+            user=user,
+            grace=grace,
+            approval_round=approval_round,
+            siblings=siblings,
+            run_fields=run_fields,
+            via=via,
         )
-        if statements.available():  # the answer and its audit event in one statement
-            statements.save_with_audit(row, ANSWER_FIELDS, answered)
-        else:
-            row.save(update_fields=ANSWER_FIELDS)
-            answered.save()
-        if grace:
-            pk = row.pk
-            transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))
-        transaction.on_commit(
-            lambda: events.publish_interrupt_changed(
-                thread_id=thread.pk,
-                interrupt_id=row.pk,
-                reviewer_group_id=row.reviewer_group_id,
-                status=row.status,
-                responded_by=user.get_username(),
-            )
-        )
-        row.resume_run = _resume_when_answered(
-            thread=thread, row=row, user=user, run_fields=run_fields, siblings=siblings
-        )
-    return row
+    return answer
 
 
 @retry_transient
@@ -279,7 +339,7 @@ def interrupt_release(*, interrupt_id: Any, now=None) -> Run | None:
             or thread.status != Thread.Status.INTERRUPTED
         ):
             return None
-        return _resume_when_answered(thread=thread, row=row, user=row.responded_by)
+        return resume_when_answered(thread=thread, row=row, user=row.responded_by)
 
 
 def interrupt_release_due(*, now=None, limit: int = 200) -> int:
@@ -302,7 +362,7 @@ def _answered(row: HumanInterrupt) -> bool:
     )
 
 
-def _resume_when_answered(
+def resume_when_answered(
     *,
     thread: Thread,
     row: HumanInterrupt,
@@ -353,19 +413,16 @@ def _resume_when_answered(
         **fields,
     )
     thread.status = Thread.Status.BUSY
-    if statements.available():  # the thread (locked above) and the run in one statement
-        if not statements.run_insert_with_thread(
-            run=run, thread=thread, fields=["status", "updated_at"]
-        ):
-            raise NotFound("No such thread.")
-    else:
-        run.save(force_insert=True)
-        thread.save(update_fields=["status", "updated_at"])
-    _announce_thread(thread)
-    _enqueue(run)
+    # The thread (locked above) and the run, in one statement where the database can.
+    if not statements.run_insert_with_thread(
+        run=run, thread=thread, fields=["status", "updated_at"]
+    ):
+        raise NotFound("No such thread.")
+    announce_thread(thread)
+    enqueue_on_commit(run)
     return run
 
 
 def _resume_value(rows: list[HumanInterrupt]) -> Any:
-    answers = [(_request_of(r), r.response_type, r.response_args) for r in rows]
+    answers = [(request_of(r), r.response_type, r.response_args) for r in rows]
     return contract.resume_value(rows[0].kind, rows[0].raw_value, answers)

@@ -3,6 +3,10 @@
 Every item is decided on its own (its own transaction, locks, config and schema checks,
 audit record and live event), so a bulk accept is exactly N single accepts. Items whose
 config does not allow the decision are skipped and listed, never forced.
+
+Permission comes first: an item on a thread the user may not view is "No such item.",
+exactly as an id that never existed (no label, no link, no config); one the user may
+view but not answer is refused before its config is looked at.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hitl.core import decisions
-from hitl.core.errors import Conflict, Invalid, ServiceError
+from hitl.core.access.permissions import user_can_review, user_can_view_thread
+from hitl.core.errors import Conflict, Invalid, NotFound, ServiceError
 from hitl.core.models import HumanInterrupt
 
 BULK_TYPES = ("accept", "ignore", "response")
@@ -20,6 +25,8 @@ MAX_BULK_ITEMS = 500  # below DATA_UPLOAD_MAX_NUMBER_FIELDS (1000) with room to 
 MAX_TEXT = 10_000
 
 Outcome = Literal["decided", "skipped", "answered", "refused"]
+NOT_FOUND = "No such item."
+NOT_YOURS = "This interrupt is routed to a reviewer group you are not in."
 
 
 @dataclass
@@ -57,13 +64,17 @@ def interrupt_bulk_decide(
     if response_type != "response" and text:
         raise Invalid("Only Respond sends text; clear it to accept or ignore.")
     ids = parse_ids(interrupt_ids)
-    rows = HumanInterrupt.objects.filter(pk__in=ids)
+    rows = HumanInterrupt.objects.filter(pk__in=ids).select_related("thread")
     by_id = {row.pk: row for row in rows}
     results: list[BulkResult] = []
     for pk in ids:
         row = by_id.get(pk)
-        if row is None:
-            results.append(BulkResult(str(pk), None, "refused", "No such item."))
+        may_answer = row is not None and user_can_review(user, row)
+        if row is None or not (may_answer or user_can_view_thread(user, row.thread)):
+            results.append(BulkResult(str(pk), None, "refused", NOT_FOUND))
+            continue
+        if not may_answer:
+            results.append(BulkResult(str(pk), row, "refused", NOT_YOURS))
             continue
         if row.status == HumanInterrupt.Status.PENDING and response_type not in row.allowed_types:
             verb = "respond" if response_type == "response" else response_type
@@ -81,6 +92,8 @@ def interrupt_bulk_decide(
             )
         except Conflict as exc:
             results.append(BulkResult(str(pk), row, "answered", exc.message))
+        except NotFound:  # gone, or out of the user's sight, since it was read above
+            results.append(BulkResult(str(pk), None, "refused", NOT_FOUND))
         except ServiceError as exc:
             results.append(BulkResult(str(pk), row, "refused", exc.message))
         else:

@@ -16,7 +16,7 @@ from django.core import signing
 from django.db import transaction
 from django.utils import timezone
 
-from hitl.core.decisions.answer import interrupt_resolve, interrupt_undo
+from hitl.core.decisions.answer import Answer, interrupt_resolve, interrupt_undo
 from hitl.core.errors import Forbidden, NotFound, ServiceError
 from hitl.core.models import EmailActionLink, HumanInterrupt
 
@@ -85,7 +85,7 @@ def email_link_get(token: str, *, now: datetime | None = None) -> EmailActionLin
 
 def email_link_use(
     *, token: str, session_user=None, args: Any = None, override_claim: bool = False
-) -> HumanInterrupt:
+) -> Answer:
     """Decide what a link offers, as its recipient; the link is used up when it succeeds.
 
     `session_user`: who is logged in (or None); with HITL_EMAIL_LINK_REQUIRE_LOGIN it
@@ -99,7 +99,7 @@ def email_link_use(
             raise LinkGone("This link was used already.")
         if not link.user.is_active:
             raise NotFound("No such link.")
-        row = interrupt_resolve(
+        answer = interrupt_resolve(
             interrupt_id=link.interrupt_id,
             user=link.user,
             response_type=link.response_type,
@@ -111,7 +111,7 @@ def email_link_use(
         )
         locked.used_at = timezone.now()
         locked.save(update_fields=["used_at"])
-    return row
+    return answer
 
 
 def email_link_undo(*, token: str, session_user=None) -> HumanInterrupt:

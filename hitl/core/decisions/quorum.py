@@ -34,11 +34,15 @@ class Verdict:
 
 
 def approval_settings(value: Any, position: int, group: Group | None) -> dict:
-    """The quorum an interrupt starts with: the stricter of its group's policy and its value.
+    """The quorum an interrupt starts with: the stricter of its group's policy and its
+    value, field by field.
 
     The interrupt value may carry `"approvals": {"required": 2, "from_groups": [...],
     "allow_self_approval": false, "reject_ends": true}` (or `"approvals": 2`). It can
-    only raise the group's requirement, never lower it.
+    raise `required`, narrow `from_groups` to a subset of the policy's (any groups when
+    the policy names none), forbid self-approval and make a reject end the item; where
+    it asks for the opposite, the policy (or the default: no self-approval, a reject
+    ends it) stands.
     """
     spec = value
     if isinstance(value, list):
@@ -52,21 +56,25 @@ def approval_settings(value: Any, position: int, group: Group | None) -> dict:
     asked = spec.get("required")
     if isinstance(asked, int) and not isinstance(asked, bool):
         required = max(required, min(asked, MAX_APPROVALS))
-    from_groups = []
-    if policy is not None and policy.approvals_required > 1:
-        from_groups = [g.name for g in policy.approval_groups.all()]
-    if isinstance(spec.get("from_groups"), list):
-        from_groups += [g for g in spec["from_groups"] if isinstance(g, str)]
+    own_groups = sorted({g.name for g in policy.approval_groups.all()}) if policy else []
+    from_groups = own_groups
+    asked_groups = spec.get("from_groups")
+    if isinstance(asked_groups, list):
+        names = {g for g in asked_groups if isinstance(g, str) and g}
+        narrower = sorted(names & set(own_groups)) if own_groups else sorted(names)
+        # Nothing of the policy's groups left: the interrupt asked to widen them.
+        from_groups = narrower or own_groups
 
-    def flag(name: str, default: bool) -> bool:
-        own = getattr(policy, name) if policy else default
-        asked = spec.get(name)
-        return asked if isinstance(asked, bool) else own
-
+    allow_self = policy.allow_self_approval if policy else False
+    if spec.get("allow_self_approval") is False:
+        allow_self = False
+    reject_ends = policy.reject_ends if policy else True
+    if spec.get("reject_ends") is True:
+        reject_ends = True
     snapshot = {
-        "from_groups": sorted(set(from_groups)),
-        "allow_self_approval": flag("allow_self_approval", False),
-        "reject_ends": flag("reject_ends", True),
+        "from_groups": from_groups,
+        "allow_self_approval": allow_self,
+        "reject_ends": reject_ends,
         "rule_counts_as_approval": bool(policy and policy.rule_counts_as_approval),
     }
     return {"approvals_required": max(1, required), "approval_policy": snapshot}

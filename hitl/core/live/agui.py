@@ -3,7 +3,7 @@
 The worker translates each LangGraph stream chunk with `events_for_chunk` and
 publishes the result to the thread's channel group; the thread WebSocket, the
 AG-UI endpoint (hitl/api/agui.py) and the LangGraph-compatible stream
-(hitl/lgapi) all read that one stream. Every event is built with the
+(hitl/api/langgraph) all read that one stream. Every event is built with the
 ag-ui-protocol models, so a dict that leaves this module parses as an AG-UI event.
 
 Besides the AG-UI events proper, each `updates`/`messages` chunk also travels
@@ -44,7 +44,7 @@ from ag_ui.core.events import BaseEvent
 
 from hitl.core.models import HumanInterrupt
 
-# The LangGraph stream modes the worker asks for (hitl/core/tasks.py).
+# The LangGraph stream modes the worker asks for (hitl/core/worker).
 # "tasks" says when a node starts (updates only say when it ended): the page names it.
 STREAM_MODES = ["values", "updates", "messages", "tasks", "custom"]
 NODE_STARTED = "hitl.node_started"
@@ -115,9 +115,7 @@ def run_finished(
             )
         )
     rows = list(
-        HumanInterrupt.objects.filter(run_id=run_id)
-        .select_related("reviewer_group")
-        .order_by("created_at", "interrupt_id", "position")
+        HumanInterrupt.objects.filter(run_id=run_id).select_related("reviewer_group").in_order()
     )
     items = [interrupt_item(row) for row in rows] or [
         Interrupt(

@@ -103,7 +103,7 @@ def mark_resumable(thread_id: Any, run_id: Any, modes: list[str]) -> None:
         return
     client = redis.client()
     client.set(_resumable_key(thread_id), "1", ex=TTL_SECONDS)
-    client.set(f"hitl:streammodes:{run_id}", json.dumps(modes), ex=TTL_SECONDS)
+    client.set(_modes_key(run_id), json.dumps(modes), ex=TTL_SECONDS)
 
 
 def stream_listened(group_key: Any, since: int, thread_id: Any) -> bool:
@@ -129,8 +129,25 @@ def is_resumable(thread_id: Any) -> bool:
         return True  # when unsure, keep streaming (as groups_listened does)
 
 
+def _modes_key(run_id: Any) -> str:
+    return f"hitl:streammodes:{run_id}"
+
+
+def forget(thread_id: Any, run_ids: list[Any]) -> None:
+    """Drop every key this module keeps for a thread and its runs: a thread created
+    again under the same id (clients choose ids) must not replay the old one's events."""
+    if not enabled():
+        return
+    keys = [_key(thread_id), _resumable_key(thread_id), _expected_key(thread_id)]
+    keys += [_modes_key(run_id) for run_id in run_ids]
+    try:
+        redis.client().delete(*keys)
+    except Exception as exc:  # the log still expires within TTL_SECONDS
+        log.warning("could not drop the event log of deleted thread %s: %s", thread_id, exc)
+
+
 def saved_modes(run_id: Any) -> list[str] | None:
     if not enabled():
         return None
-    raw = redis.client().get(f"hitl:streammodes:{run_id}")
+    raw = redis.client().get(_modes_key(run_id))
     return json.loads(raw) if raw else None

@@ -316,6 +316,16 @@ def expect_listener(thread_id: Any) -> None:
         _expected[str(thread_id)] = now + EXPECTED_LISTENER_SECONDS
 
 
+def thread_forget(thread_id: Any, run_ids: list[Any]) -> None:
+    """Forget a deleted thread's stream: its replayable event log and marks in Redis,
+    its runs' stream modes, and this process's mark. Call after the delete commits.
+
+    Channel-layer group memberships are left to expire: they hold no events, and
+    sockets re-check who may view the thread (at least every second)."""
+    _expected.pop(str(thread_id), None)
+    eventlog.forget(thread_id, run_ids)
+
+
 def thread_stream_listened(thread_id: Any) -> bool:
     """Whether anyone listens to the thread's full event stream (a thread page, an SSE
     or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""

@@ -27,10 +27,6 @@ def _trigger(sql, vendor="postgresql"):
     return apply
 
 
-def _noop(apps, schema_editor):
-    pass
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("hitl", "0010_audit_kinds_of_policies_and_claims"),
@@ -115,6 +111,6 @@ class Migration(migrations.Migration):
         ),
         migrations.RunPython(_trigger(_JSON_FUNCTION), _trigger(_FUNCTION)),
         # SQLite rebuilds a table to alter it, and its triggers go with the old one.
-        migrations.RunPython(_trigger(_APPEND_ONLY.SQLITE_UP, "sqlite"), _noop),
-        migrations.RunPython(_trigger(_NO_DELETE.SQLITE_UP, "sqlite"), _noop),
+        migrations.RunPython(_trigger(_APPEND_ONLY.SQLITE_UP, "sqlite"), migrations.RunPython.noop),
+        migrations.RunPython(_trigger(_NO_DELETE.SQLITE_UP, "sqlite"), migrations.RunPython.noop),
     ]

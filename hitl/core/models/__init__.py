@@ -168,6 +168,10 @@ class HumanInterruptQuerySet(QuerySet):
     def pending(self):
         return self.filter(status=HumanInterrupt.Status.PENDING)
 
+    def in_order(self):
+        """The order the graph asked in: by pause, then interrupt id, then request."""
+        return self.order_by("created_at", "interrupt_id", "position")
+
     def for_reviewer(self, user):
         if user.is_superuser or user.has_perm("hitl.review_all"):
             return self
@@ -521,7 +525,7 @@ from hitl.core.models.approvals import (  # noqa: E402
     SlackUserLink,
 )
 
-# Notification settings and outbox, claims and snoozes (issue 13), in their own modules.
+# Notification settings and outbox, claims and snoozes, in their own modules.
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze  # noqa: E402
 from hitl.core.models.notify import (  # noqa: E402
     GroupNotificationSettings,
@@ -530,6 +534,7 @@ from hitl.core.models.notify import (  # noqa: E402
     NotificationPreference,
 )
 from hitl.core.models.policy import Approval, DecisionRule, RuleHit  # noqa: E402
+from hitl.core.models.sso import SsoIdentity  # noqa: E402
 
 __all__ = [
     "ApiToken",
@@ -552,6 +557,7 @@ __all__ = [
     "SlackMessage",
     "SlackRequestSeen",
     "SlackUserLink",
+    "SsoIdentity",
     "Thread",
     "ToolExecution",
     "WebhookDelivery",

@@ -1,6 +1,6 @@
 """Claims ("I'm on it") and snoozes ("not now") of pending interrupts.
 
-Imported by hitl/core/models.py so the models belong to the `hitl` app.
+Imported by hitl/core/models/__init__.py so the models belong to the `hitl` app.
 """
 
 from __future__ import annotations

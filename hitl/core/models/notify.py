@@ -1,6 +1,6 @@
 """Notification settings and the outbox: who hears about pending items, and every message.
 
-Imported by hitl/core/models.py so the models belong to the `hitl` app.
+Imported by hitl/core/models/__init__.py so the models belong to the `hitl` app.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from hitl.core.runs import dispatch
 log = logging.getLogger(__name__)
 
 
-def _announce_thread(
+def announce_thread(
     thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
 ) -> None:
     """Tell every listener of the thread its new status once the change commits.
@@ -48,7 +48,7 @@ def _announce_thread(
     )
 
 
-def _enqueue(run: Run) -> None:
+def enqueue_on_commit(run: Run) -> None:
     """Send the run once the transaction commits. The caller has stamped the run's
     dispatched_at; a send that fails clears it, so the reaper re-sends it soon."""
     run_id, thread_id = run.pk, run.thread_id
@@ -147,24 +147,17 @@ def run_start(
             # A thread that has never run takes the run's graph; one that ran keeps its own.
             bound, was = thread.graph, thread.status
             thread.graph, thread.status = graph, Thread.Status.BUSY
-            if statements.available():
-                # The thread's change and the run's insert in one statement.
-                started = statements.run_insert_with_thread(
-                    run=run,
-                    thread=thread,
-                    fields=["graph", "status", "updated_at"],
-                    only_if_no_runs=bound != graph,
-                )
-            else:
-                started = bound == graph or not thread.runs.exists()
-                if started:
-                    thread.save(update_fields=["graph", "status", "updated_at"])
-                    run.save(force_insert=True)
+            started = statements.run_insert_with_thread(
+                run=run,
+                thread=thread,
+                fields=["graph", "status", "updated_at"],
+                only_if_no_runs=bound != graph,
+            )
             if not started:
                 thread.graph, thread.status = bound, was
                 raise Invalid(f"This thread runs graph {bound!r}, not {graph!r}.")
-        _announce_thread(thread)
-        _enqueue(run)
+        announce_thread(thread)
+        enqueue_on_commit(run)
     return run
 
 
@@ -209,5 +202,5 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
                     status="cancelled",
                 )
             )
-        _announce_thread(thread)
+        announce_thread(thread)
     return thread

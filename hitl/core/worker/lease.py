@@ -1,6 +1,6 @@
 """The worker side of a run: claim its lease, keep it, record how it ended.
 
-Only hitl/core/tasks.py (and the tests that stand in for a worker) call these; the
+Only the worker's executor (and the tests that stand in for a worker) call these; the
 request side (start, decide, cancel) is in services.
 """
 
@@ -26,7 +26,7 @@ from hitl.core.db.retry import retry_transient
 from hitl.core.decisions import quorum, rules
 from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, Run, Thread
-from hitl.core.runs.start import _announce_thread
+from hitl.core.runs.start import announce_thread
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,41 @@ def _expiry_fields(value: Any, request: contract.Request, group: Group, now) -> 
     return fields
 
 
-def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
+def _conditions_before_locks(
+    run_id: Any, thread_id: Any, interrupts: list[tuple[str, Any, Any]]
+) -> rules.Evaluated | None:
+    """Evaluate the active rules' conditions on the run's new requests, unlocked.
+
+    The rows do not exist yet: each request is read from its value as run_finish will
+    store it (action, args, routed group). None when the run did not pause.
+    """
+    if not interrupts:
+        return None
+    active = rules.active_rules()
+    if not any(rule.condition.strip() for rule in active):
+        return rules.Evaluated(active=active)
+    if thread_id is None:
+        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).first()
+    thread = Thread.objects.select_related("reviewer_group").filter(pk=thread_id).first()
+    if thread is None:
+        return rules.Evaluated(active=active)
+    requests = []
+    for interrupt_id, value, schema in interrupts:
+        _, found = contract.requests_for(value, schema)
+        requests.extend(
+            (
+                interrupt_id,
+                request.position,
+                request.action[:200],
+                request.args,
+                _group_for(request.reviewer_group, thread),
+            )
+            for request in found
+        )
+    return rules.conditions_evaluate(graph=thread.graph, requests=requests)
+
+
+def lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
     """Lock a run's thread, then the run.
 
     Thread first, like every service that changes a thread (decide, cancel, start):
@@ -200,6 +234,9 @@ def run_finish(
     # Groups, policies and rules as of now, read once for all of this run's interrupts.
     status = Run.Status.INTERRUPTED if interrupts else Run.Status.SUCCESS
     thread_status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
+    # Rule conditions run first, before any lock: a slow one holds no row.
+    with confcache.fresh():
+        evaluated = _conditions_before_locks(run_id, thread_id, interrupts)
     # On PostgreSQL one statement locks, checks and marks the end (and, with nothing
     # paused, appends its audit event); elsewhere the ORM does it below.
     marked = statements.available() and thread_id is not None
@@ -219,7 +256,7 @@ def run_finish(
                 return None  # cancelled, or another worker took over: its outcome counts
             thread, run = locked
         else:
-            thread, run = _lock_thread_and_run(run_id, thread_id)
+            thread, run = lock_thread_and_run(run_id, thread_id)
             if (
                 thread is None
                 or run is None
@@ -319,7 +356,7 @@ def run_finish(
                 ]
             )
         # Rules may decide some of them now (and queue the resume run).
-        rules.rules_apply(thread=thread, rows=created)
+        rules.rules_apply(thread=thread, rows=created, evaluated=evaluated)
         events.emit_run_ended(run)
         run_end = None
         # The plain case only: rows of an earlier attempt, or decided by a rule, make the
@@ -334,7 +371,7 @@ def run_finish(
             )
         # Announced first after the commit: the waiting client is answered before the
         # inbox rows are rendered and notifications are queued.
-        _announce_thread(thread, run_end, run_ended=True)
+        announce_thread(thread, run_end, run_ended=True)
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
@@ -352,7 +389,7 @@ def run_finish(
 def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
     """Record a failed run; the thread shows the error until a new run starts."""
     with transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id)
+        thread, run = lock_thread_and_run(run_id)
         if (
             thread is None
             or run is None
@@ -377,5 +414,5 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])
         events.emit_run_ended(run)
-        _announce_thread(thread, run_ended=True)
+        announce_thread(thread, run_ended=True)
     return run

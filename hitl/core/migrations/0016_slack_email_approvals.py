@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("hitl", "0014_run_stream_modes"),
+        ("hitl", "0015_sso_identity"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

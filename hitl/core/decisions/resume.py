@@ -1,7 +1,7 @@
-"""Map resume values from API clients onto HumanInterrupt rows and answer them.
+"""Answer a thread's pending interrupts from a resume value, as API clients send it.
 
 A LangGraph `Command(resume=...)` (or an AG-UI `resume` entry) is translated into one
-`decisions.interrupt_resolve` call per row, all inside one transaction: either every
+`interrupt_resolve` call per row, all inside one transaction: either every
 answer is recorded (and the resume run queued by the last one), or none is. So
 records, audit and live pages stay exactly as if reviewers had answered in the UI.
 """
@@ -16,8 +16,9 @@ from typing import Any
 from django.db import transaction
 
 from agents import contract
-from hitl.core import decisions, errors
+from hitl.core import errors
 from hitl.core.db import statements
+from hitl.core.decisions.answer import interrupt_resolve
 from hitl.core.errors import check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
 
@@ -129,7 +130,7 @@ def _looks_like_id(key: str) -> bool:
 
 def _pending_by_interrupt(thread: Thread) -> dict[str, list[HumanInterrupt]]:
     groups: dict[str, list[HumanInterrupt]] = {}
-    for row in thread.interrupts.pending().order_by("created_at", "interrupt_id", "position"):
+    for row in thread.interrupts.pending().in_order():
         groups.setdefault(row.interrupt_id, []).append(row)
     return groups
 
@@ -202,7 +203,7 @@ def _resolve_all(
     # All or nothing: any refusal rolls every answer back, so no savepoints are needed.
     with transaction.atomic(savepoint=False):
         for row, response_type, args in plan:
-            answered = decisions.interrupt_resolve(
+            answered = interrupt_resolve(
                 interrupt_id=row.pk,
                 user=user,
                 response_type=response_type,
