@@ -352,6 +352,7 @@ CELERY_IMPORTS = (
     "hitl.ops.maintenance",
     "hitl.ops.webhooks",
     "hitl.ops.notifications",
+    "hitl.ops.slack.updates",
 )
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Periodic maintenance (celery beat): expire overdue interrupts, requeue runs whose
@@ -411,6 +412,21 @@ HITL_NOTIFY_BACKOFF_SECONDS = envfloat("HITL_NOTIFY_BACKOFF_SECONDS", 30.0)
 HITL_NOTIFY_LINK_MAX_AGE = envint("HITL_NOTIFY_LINK_MAX_AGE", 7 * 24 * 3600)
 # A reminder goes to the item's group this many seconds before it expires (0: none).
 HITL_NOTIFY_REMIND_BEFORE = envfloat("HITL_NOTIFY_REMIND_BEFORE", 900.0)
+# Slack approvals (README "Slack approvals"): the app's signing secret turns on the
+# interactivity endpoint /slack/interactivity/ (empty: buttons are not offered).
+HITL_SLACK_SIGNING_SECRET = envstr("HITL_SLACK_SIGNING_SECRET")
+# A bot token (xoxb-...) lets HITL update a message with chat.update and open the Respond
+# modal; without one, messages are updated through a button press's response_url.
+HITL_SLACK_BOT_TOKEN = envstr("HITL_SLACK_BOT_TOKEN")
+HITL_SLACK_API_URL = envstr("HITL_SLACK_API_URL", "https://slack.com/api/").rstrip("/") + "/"
+# Also map a Slack user to the HITL user with the same e-mail when the payload carries one.
+HITL_SLACK_MATCH_EMAIL = envbool("HITL_SLACK_MATCH_EMAIL", False)
+# E-mail approvals (README "E-mail approvals"): one-click links per allowed decision in
+# messages to one user, valid this many seconds, used once, confirmed on a page first.
+HITL_EMAIL_ACTIONS = envbool("HITL_EMAIL_ACTIONS", True)
+HITL_EMAIL_LINK_MAX_AGE = envint("HITL_EMAIL_LINK_MAX_AGE", 8 * 3600)
+# A link also needs the recipient to be logged in (as that user) before it decides.
+HITL_EMAIL_LINK_REQUIRE_LOGIN = envbool("HITL_EMAIL_LINK_REQUIRE_LOGIN", False)
 # A reviewer's "I'm on it" claim lapses after this many minutes.
 HITL_CLAIM_MINUTES = envint("HITL_CLAIM_MINUTES", 30)
 

@@ -6,10 +6,12 @@ from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
 from hitl.ops import thread_actions
 from hitl.ops import views as ops
+from hitl.ops.slack import views as slack_views
 from hitl.review import (
     batch,
     bulk_views,
     claim_views,
+    email_views,
     notify_views,
     run_actions,
     sso,
@@ -71,6 +73,15 @@ urlpatterns = [
         notify_views.notification_preferences,
         name="notify-preferences",
     ),
+    path(
+        "settings/notifications/test/",
+        email_views.notification_test,
+        name="notify-test",
+    ),
+    # One-click decisions from e-mail and Slack buttons (issue 30).
+    path("e/<str:token>/", email_views.email_action, name="email-action"),
+    path("e/<str:token>/undo/", email_views.email_action_undo, name="email-action-undo"),
+    path("slack/interactivity/", slack_views.slack_interactivity, name="slack-interactivity"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("api/v1/", api.urls),
     # LangGraph-Server-compatible API and AG-UI endpoint.

@@ -131,6 +131,15 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+VIA = {"slack": "Slack", "email": "e-mail"}
+
+
+def _via(data: dict[str, Any]) -> str:
+    """The words "via Slack" for an answer given outside the browser and the API."""
+    via = data.get("via")
+    return f" via {VIA.get(via, via)}" if via else ""
+
+
 def _summary(event: AuditEvent) -> str:
     data = event.data or {}
     kind = event.kind
@@ -147,15 +156,16 @@ def _summary(event: AuditEvent) -> str:
         )
         by_rule = f" by rule {data['rule']} v{data.get('rule_version')}" if data.get("rule") else ""
         return (
-            f"{data.get('response_type', '?')} on {data.get('action') or 'request'}{by_rule}{grace}"
+            f"{data.get('response_type', '?')} on {data.get('action') or 'request'}{by_rule}"
+            f"{_via(data)}{grace}"
         )
     if kind == Kind.INTERRUPT_APPROVED:
         if data.get("vote") == "reject":
-            return f"{data.get('response_type', 'reject')} (counted as a refusal; still open)"
+            return f"{data.get('response_type', 'reject')}{_via(data)} (counted as a refusal; still open)"
         edited = " with edited args (earlier approvals reset)" if data.get("edited") else ""
         return (
             f"approval {data.get('approvals', '?')} of {data.get('required', '?')} "
-            f"on {data.get('action') or 'request'}{edited}"
+            f"on {data.get('action') or 'request'}{edited}{_via(data)}"
         )
     if kind == Kind.INTERRUPT_RULE_FAILED:
         return (

@@ -36,9 +36,11 @@ from django.utils import timezone
 from hitl.core.access import confcache
 from hitl.core.access.permissions import user_can_review_all
 from hitl.core.live.events import InterruptChanged
-from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
+from hitl.core.models import EmailActionLink, HumanInterrupt, InterruptReminder, Notification
 from hitl.core.runs.webhook_urls import WebhookNotAllowed
 from hitl.ops import notify_messages
+from hitl.ops.slack import blocks as slack_blocks
+from hitl.ops.slack.updates import slack_message_track
 from hitl.ops.webhooks import _post
 
 log = logging.getLogger(__name__)
@@ -248,7 +250,7 @@ def _finalize(notification: Notification) -> bool:
     """Render a collecting message from its still-pending items; False if none is left."""
     rows = list(
         HumanInterrupt.objects.pending()
-        .select_related("reviewer_group")
+        .select_related("reviewer_group", "thread")
         .filter(pk__in=notification.interrupt_ids)
         .order_by("created_at", "position")
     )
@@ -259,6 +261,9 @@ def _finalize(notification: Notification) -> bool:
     subject, text, payload = notify_messages.render(notification, rows)
     notification.subject, notification.body, notification.payload = subject[:300], text, payload
     notification.status = Notification.Status.PENDING
+    if notification.channel == Notification.Channel.SLACK:
+        notification.payload = slack_blocks.message_payload(notification, rows, subject)
+        slack_message_track(notification, rows)
     return True
 
 
@@ -398,7 +403,9 @@ def notify_sweep(*, now: datetime | None = None) -> dict[str, int]:
     )
     for pk in lost:
         _send_later(pk)
-    return {"reminded": reminded, "resent": len(lost)}
+    # One-click e-mail links a day past their expiry: refused anyway, no longer worth a row.
+    pruned, _ = EmailActionLink.objects.filter(expires_at__lt=now - timedelta(days=1)).delete()
+    return {"reminded": reminded, "resent": len(lost), "pruned_links": pruned}
 
 
 @shared_task(name="hitl.notify.sweep", ignore_result=True, time_limit=120)

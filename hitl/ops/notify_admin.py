@@ -8,7 +8,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.utils.html import format_html_join
 
-from hitl.core.models import GroupNotificationSettings, Notification, NotificationPreference
+from hitl.core.models import (
+    GroupNotificationSettings,
+    Notification,
+    NotificationPreference,
+    SlackUserLink,
+)
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 
@@ -106,3 +111,12 @@ class NotificationAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+@admin.register(SlackUserLink)
+class SlackUserLinkAdmin(admin.ModelAdmin):
+    """Who a Slack member acts as when they press Approve / Ignore / Respond."""
+
+    list_display = ("slack_user_id", "team_id", "user", "created_at")
+    search_fields = ("slack_user_id", "user__username", "user__email")
+    autocomplete_fields = ("user",)

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from hitl.core.access.links import LinkExpired, LinkInvalid, link_interrupt_id
 from hitl.core.access.permissions import user_can_review_all
-from hitl.core.models import HumanInterrupt, NotificationPreference
+from hitl.core.models import HumanInterrupt, NotificationPreference, SlackUserLink
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 
@@ -102,4 +102,11 @@ def notification_preferences(request):
             messages.success(request, "Notification preferences saved.")
             return redirect("notify-preferences")
         status = 400
-    return render(request, "hitl/notifications/preferences.html", {"form": form}, status=status)
+    context = {
+        "form": form,
+        "address": request.user.email,
+        "slack_ids": list(
+            SlackUserLink.objects.filter(user=request.user).values_list("slack_user_id", flat=True)
+        ),
+    }
+    return render(request, "hitl/notifications/preferences.html", context, status=status)

@@ -48,7 +48,15 @@ def login_url(next_url: str) -> str:
     return f"{base}?{urlencode({'next': next_url})}" if next_url else base
 
 
+def allows_anonymous(view):
+    """Mark a reviewer page that answers anonymous visitors itself (an e-mail's link)."""
+    view.allows_anonymous = True
+    return view
+
+
 def _is_reviewer_page(view) -> bool:
+    if getattr(view, "allows_anonymous", False):
+        return False
     module = getattr(view, "__module__", "")
     if module == "hitl.review.sso":  # the login pages: for anonymous users by design
         return False

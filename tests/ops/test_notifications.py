@@ -77,7 +77,7 @@ def test_an_email_reaches_a_real_smtp_server_with_a_signed_link(
     )
     (message,) = smtp.messages()
     assert message["To"] == "rita@example.com"
-    assert message["Subject"] == "[HITL] Waiting for review: delete_file"
+    assert message["Subject"] == '[HITL] Waiting for review: delete_file on "parallel_approval"'
     text, html = text_of(message), html_of(message)
     assert "path: <b>q3</b>.csv" in text  # plain text as is
     assert "&lt;b&gt;q3&lt;/b&gt;.csv" in html and "<b>q3</b>" not in html  # escaped
@@ -110,8 +110,9 @@ def test_a_slack_message_reaches_a_local_receiver_escaped(
     assert sent.status == "sent" and sent.channel == "slack"
     (hit,) = slack.requests
     body = json.loads(hit["body"])
-    assert body["text"] == "[HITL] Waiting for review: delete_file"
-    block = body["blocks"][0]["text"]["text"]
+    assert body["text"] == '[HITL] Waiting for review: delete_file on "parallel_approval"'
+    # Block Kit: the action links to the card, the args are fields, all escaped.
+    block = json.dumps(body["blocks"], ensure_ascii=False)
     assert "&lt;!channel&gt; &amp; co.txt" in block and "<!channel>" not in block
     assert "<https://hitl.example.com/n/" in block
 
@@ -133,10 +134,13 @@ def test_a_fan_out_of_fifty_interrupts_sends_one_digest_per_destination(
     assert [(n.channel, n.status) for n in sent] == [("email", "sent"), ("slack", "sent")]
     assert all(len(n.interrupt_ids) == 50 for n in sent)
     (message,) = smtp.messages()
-    assert message["Subject"] == "[HITL] 50 items waiting for review"
+    assert message["Subject"] == '[HITL] 50 items waiting for review on "parallel_approval"'
     assert text_of(message).count("https://hitl.example.com/n/") == 50
     (hit,) = slack.requests
-    assert json.loads(hit["body"])["text"] == "[HITL] 50 items waiting for review"
+    assert (
+        json.loads(hit["body"])["text"]
+        == '[HITL] 50 items waiting for review on "parallel_approval"'
+    )
 
 
 def test_items_answered_before_the_message_goes_out_are_left_out(
@@ -150,7 +154,10 @@ def test_items_answered_before_the_message_goes_out_are_left_out(
 
     (sent,) = send_due()
     assert sent.interrupt_ids == [str(second.pk)]
-    assert smtp.messages()[0]["Subject"] == "[HITL] Waiting for review: delete_file"
+    assert (
+        smtp.messages()[0]["Subject"]
+        == '[HITL] Waiting for review: delete_file on "parallel_approval"'
+    )
     decisions.interrupt_resolve(interrupt_id=second.pk, user=reviewer, response_type="ignore")
     assert len(smtp.messages()) == 1
 
@@ -274,8 +281,8 @@ def test_a_digest_waits_for_the_window_and_lists_what_arrived_meanwhile(
     digest.refresh_from_db()
     assert digest.status == "sent"
     assert sorted(m["Subject"] for m in smtp.messages()) == [
-        "[HITL] 2 items waiting for review",
-        "[HITL] Waiting for review: delete_file",
+        '[HITL] 2 items waiting for review on "parallel_approval"',
+        '[HITL] Waiting for review: delete_file on "parallel_approval"',
     ]
 
 

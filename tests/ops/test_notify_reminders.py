@@ -38,7 +38,7 @@ def test_a_reminder_goes_out_once_before_the_item_expires(
     assert reminder.kind == "reminder" and reminder.send_after == soon  # no batching delay
     notification_attempt(notification_id=reminder.pk, now=soon)
     (message,) = smtp.messages()
-    assert message["Subject"] == "[HITL] Reminder: publish expires soon"
+    assert message["Subject"] == '[HITL] Reminder: publish on "ops_gated" expires soon'
     assert "expires" in text_of(message)
     assert InterruptReminder.objects.filter(interrupt=row).count() == 1
 
@@ -72,7 +72,7 @@ def test_escalation_notifies_the_new_group_the_same_way(
     for notification in Notification.objects.all():
         notification_attempt(notification_id=notification.pk, now=later + timedelta(hours=1))
     subjects = sorted(m["Subject"] for m in smtp.messages())
-    assert "[HITL] Escalated to you: publish" in subjects
+    assert '[HITL] Escalated to you: publish on "ops_gated"' in subjects
     # rita's message was for the item while it was hers; it is still pending (with finance).
     assert len(subjects) == 2
 

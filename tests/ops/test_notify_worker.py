@@ -88,7 +88,10 @@ def test_a_worker_sends_one_digest_per_channel_and_retries_a_failed_post(
     assert (posted.channel, posted.attempts) == ("slack", 2)
     assert [entry["ok"] for entry in posted.attempt_log] == [False, True]
     assert slack.statuses == [503, 200]
-    assert json.loads(slack.bodies[-1])["text"] == "[HITL] 50 items waiting for review"
+    assert (
+        json.loads(slack.bodies[-1])["text"]
+        == '[HITL] 50 items waiting for review on "parallel_approval"'
+    )
     (message,) = smtp.messages()
-    assert message["Subject"] == "[HITL] 50 items waiting for review"
+    assert message["Subject"] == '[HITL] 50 items waiting for review on "parallel_approval"'
     assert text_of(message).count("https://hitl.example.com/n/") == 50

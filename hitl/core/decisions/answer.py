@@ -85,6 +85,7 @@ def answer_record(
     run_fields: dict[str, Any] | None = None,
     announce: bool = True,
     at: datetime | None = None,
+    via: str = "",
 ) -> Answer:
     """Record an answer to a pending row: every answer, whoever gives it, comes here.
 
@@ -94,6 +95,8 @@ def answer_record(
     who expired it, or None for the system). Counts toward four-eyes, stores the answer
     with its audit event, announces it after commit and queues the resume once every
     interrupt of the run is answered. `at`: when it counts as answered (default: now).
+    `via`: the channel a reviewer answered through when not the browser or the API
+    ("slack", "email"); the trail shows it.
     """
     expired = expired_by is not _NOT_EXPIRED
     if row.approvals_required > 1 and not expired:
@@ -105,6 +108,7 @@ def answer_record(
             response_type=response_type,
             args=args,
             seen_round=approval_round,
+            via=via,
         )
         if not verdict.resolve:
             return Answer(row=row, progress=verdict)
@@ -123,6 +127,8 @@ def answer_record(
         data.update({"rule": rule.name, "rule_version": rule.version})
     if expired:
         data["automatic"] = True
+    if via:
+        data["via"] = via
     event = audit.audit_event(
         kind=audit.Kind.INTERRUPT_EXPIRED if expired else audit.Kind.INTERRUPT_ANSWERED,
         thread=thread,
@@ -167,6 +173,7 @@ def interrupt_resolve(
     lenient: bool = False,
     respect_claim: bool = False,
     locked: tuple[Thread, HumanInterrupt, list[HumanInterrupt]] | None = None,
+    via: str = "",
 ) -> Answer:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
@@ -182,7 +189,7 @@ def interrupt_resolve(
     someone else claimed ("I'm on it") is refused with a 409 naming them. `locked` is
     (thread, row, every row of the row's run) as the caller read them with
     select_for_update in its own open transaction (the rows with their responded_by,
-    reviewer_group and run): not read again.
+    reviewer_group and run): not read again. `via` names the channel ("slack", "email").
     """
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
@@ -244,6 +251,7 @@ def interrupt_resolve(
             approval_round=approval_round,
             siblings=siblings,
             run_fields=run_fields,
+            via=via,
         )
     return answer
 

@@ -125,6 +125,7 @@ def approval_record(
     user=None,
     rule=None,
     seen_round: int | None = None,
+    via: str = "",
 ) -> Verdict:
     """Count one decision toward `row`'s quorum; say whether the interrupt resolves now.
 
@@ -147,6 +148,7 @@ def approval_record(
                 "response_type": response_type,
                 "answer": args,
                 **_rule_data(rule),
+                **({"via": via} if via else {}),
             },
         )
         count = approval_count(row)
@@ -205,6 +207,7 @@ def approval_record(
             "args": final,
             "action": row.action,
             **_rule_data(rule),
+            **({"via": via} if via else {}),
         },
     )
     if count >= required:

@@ -367,6 +367,9 @@ RUN_ENDED = "run.ended"
 # published and may add to it (the review room attaches the inbox row's HTML, rendered
 # once in the publishing process rather than in every web process that forwards it).
 INTERRUPT_PENDING = "interrupt.pending"
+# Every change of an interrupt (answered, undone, claimed, approval progress), after its
+# commit: ops updates the Slack messages that list it. Handlers must be cheap and never raise.
+INTERRUPT_CHANGED = "interrupt.changed"
 
 
 class RunEnded(TypedDict):
@@ -422,6 +425,14 @@ def publish_interrupt_changed(
             if not is_transient(exc):
                 log.exception("interrupt %s: a pending-interrupt handler failed", interrupt_id)
     publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
+    _notify_changed(message)
+
+
+def _notify_changed(message: Any) -> None:
+    try:
+        _notify(INTERRUPT_CHANGED, message)
+    except Exception:  # the change is committed; a follower's failure must not undo it
+        log.exception("interrupt %s: a change handler failed", message.get("interrupt_id"))
 
 
 def publish_interrupt_progress(
@@ -445,6 +456,7 @@ def publish_interrupt_progress(
         "edited": edited,
     }
     publish([inbox_group(reviewer_group_id), INBOX_ALL, thread_group(thread_id)], dict(message))
+    _notify_changed(message)
 
 
 def publish_thread_changed(

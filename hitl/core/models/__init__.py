@@ -518,6 +518,13 @@ class ToolExecution(models.Model):
 
 
 # Loaded here so Django registers them with the app.
+from hitl.core.models.approvals import (  # noqa: E402
+    EmailActionLink,
+    SlackMessage,
+    SlackRequestSeen,
+    SlackUserLink,
+)
+
 # Notification settings and outbox, claims and snoozes, in their own modules.
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze  # noqa: E402
 from hitl.core.models.notify import (  # noqa: E402
@@ -535,6 +542,7 @@ __all__ = [
     "Artifact",
     "AuditEvent",
     "DecisionRule",
+    "EmailActionLink",
     "GroupNotificationSettings",
     "ExpiryPolicy",
     "HumanInterrupt",
@@ -546,6 +554,9 @@ __all__ = [
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",
+    "SlackMessage",
+    "SlackRequestSeen",
+    "SlackUserLink",
     "SsoIdentity",
     "Thread",
     "ToolExecution",

@@ -1,0 +1,87 @@
+"""Deciding outside the browser: Slack accounts, Slack messages, replay cache, e-mail links.
+
+Imported by hitl/core/models.py so the models belong to the `hitl` app.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class SlackUserLink(models.Model):
+    """A Slack user (of one workspace) acts as this HITL user when they press a button."""
+
+    slack_user_id = models.CharField(max_length=32, help_text="Slack's member id, e.g. U024BE7LH.")
+    # Empty: the mapping holds for every workspace the app is installed in.
+    team_id = models.CharField(max_length=32, blank=True, help_text="Workspace id (T...).")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_links"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "Slack account link"
+        constraints = [
+            models.UniqueConstraint(fields=["slack_user_id", "team_id"], name="slack_user_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Slack {self.slack_user_id} -> {self.user}"
+
+
+class SlackMessage(models.Model):
+    """A Slack message that lists interrupts; where to update it once they change.
+
+    Incoming webhooks return no message id, so `channel_id`/`ts` (for chat.update with a
+    bot token) and `response_url` (valid 30 minutes) are learnt from the first button
+    press on the message.
+    """
+
+    notification = models.OneToOneField(
+        "hitl.Notification", on_delete=models.CASCADE, related_name="slack_message"
+    )
+    interrupts = models.ManyToManyField("hitl.HumanInterrupt", related_name="slack_messages")
+    channel_id = models.CharField(max_length=32, blank=True)
+    ts = models.CharField(max_length=32, blank=True)
+    response_url = models.URLField(max_length=500, blank=True)
+    response_url_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Slack message of {self.notification_id}"
+
+
+class SlackRequestSeen(models.Model):
+    """A signature already accepted: the same request again is a replay (pruned after 10 min)."""
+
+    signature = models.CharField(max_length=100, unique=True)
+    seen_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return self.signature[:16]
+
+
+class EmailActionLink(models.Model):
+    """One one-click decision an e-mail offers to one user: signed, short-lived, used once."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    interrupt = models.ForeignKey(
+        "hitl.HumanInterrupt", on_delete=models.CASCADE, related_name="email_links"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    response_type = models.CharField(max_length=10)  # accept | ignore | response
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # the notification sweep: delete links long past their expiry
+            models.Index(fields=["expires_at"], name="email_link_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.response_type} link for {self.user} on {self.interrupt_id}"

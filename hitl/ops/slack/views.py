@@ -1,0 +1,32 @@
+"""Slack's interactivity endpoint (the app's Request URL): thin over interactivity.py."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import Http404, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from hitl.ops.slack import interactivity
+
+
+@csrf_exempt  # Slack cannot send a CSRF token; its signature authenticates the request
+@require_POST
+def slack_interactivity(request):
+    if not settings.HITL_SLACK_SIGNING_SECRET:
+        raise Http404("Slack interactivity is not set up.")
+    body = request.body
+    try:
+        interactivity.verify(
+            body,
+            request.headers.get("X-Slack-Request-Timestamp", ""),
+            request.headers.get("X-Slack-Signature", ""),
+        )
+        outcome = interactivity.handle(interactivity.parse(body))
+    except interactivity.Refused as exc:
+        return JsonResponse({"error": str(exc)}, status=401)
+    except interactivity.BadRequest as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    if outcome.body is not None:
+        return JsonResponse(outcome.body, status=outcome.status)
+    return HttpResponse(status=outcome.status)
