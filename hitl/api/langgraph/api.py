@@ -47,7 +47,7 @@ from hitl.core import eventlog, services
 from hitl.core.events import RunEnd
 from hitl.core.models import Run, Thread
 from hitl.core.selectors import thread_list_for_user, user_can_view_thread
-from hitl.core.waiting import ThreadSubscription, wait_for_run
+from hitl.core.waiting import ThreadSubscription, released, wait_for_run
 
 
 class SessionWithoutToken(SessionAuth):
@@ -101,6 +101,10 @@ def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> R
     if run is None:
         raise services.NotFound(f"Run {run_id} not found.")
     return run
+
+
+def _latest_run(request: HttpRequest, thread_id: uuid.UUID) -> Run | None:
+    return _thread_for(request, thread_id).runs.order_by("-created_at").first()
 
 
 def _create_run(
@@ -179,7 +183,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
     # Listen before the run exists: its first events cannot be missed.
     sub = await ThreadSubscription(thread_id).open()
     try:
-        run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
+        run = await released(_create_run)(request, body, thread_id, stateless=stateless)
     except BaseException:
         await sub.close()
         raise
@@ -189,7 +193,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
 async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
     thread_id = thread_id or uuid.uuid4()
     async with ThreadSubscription(thread_id, status_only=True) as sub:
-        run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
+        run = await released(_create_run)(request, body, thread_id, stateless=stateless)
         run = await wait_for_run(
             run.pk,
             _wait_seconds(),
@@ -209,7 +213,7 @@ def _read_finished(run_id) -> Run | None:
     return run
 
 
-_fetch_finished = sync_to_async(_read_finished)
+_fetch_finished = released(_read_finished)
 
 
 def _announced_end(thread_id, end: RunEnd) -> Run:
@@ -230,7 +234,7 @@ async def _finished_output(request, run: Run | None):
         )
     output = getattr(run, "wait_output", None)
     if output is None:
-        output = await sync_to_async(serializers.run_output)(run)
+        output = await released(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
     _name_run(request, response, run)
     return response
@@ -497,7 +501,7 @@ def runs_cancel(
     tags=["runs"],
 )
 async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
-    run = await sync_to_async(_run_for)(request, thread_id, run_id)
+    run = await released(_run_for)(request, thread_id, run_id)
     run = await wait_for_run(run.pk, _wait_seconds(), fetch=_fetch_finished)
     return await _finished_output(request, run)
 
@@ -517,7 +521,7 @@ async def runs_join_stream(
 ):
     sub = await ThreadSubscription(thread_id).open()
     try:
-        run = await sync_to_async(_run_for)(request, thread_id, run_id)
+        run = await released(_run_for)(request, thread_id, run_id)
     except BaseException:
         await sub.close()
         raise
@@ -539,8 +543,7 @@ async def threads_join_stream(
     `run_modes` (langgraph_sdk's default) in the modes that run was started with."""
     sub = await ThreadSubscription(thread_id).open()
     try:
-        thread = await sync_to_async(_thread_for)(request, thread_id)
-        run = await sync_to_async(lambda: thread.runs.order_by("-created_at").first())()
+        run = await released(_latest_run)(request, thread_id)
         if run is None:
             raise services.NotFound("The thread has no run to follow yet.")
     except BaseException:

@@ -31,7 +31,7 @@ from hitl.api.langgraph import serializers, state
 from hitl.core import eventlog
 from hitl.core.models import Run
 from hitl.core.stream import RAW_SOURCE
-from hitl.core.waiting import TERMINAL, ThreadSubscription, fetch_run, run_events_of
+from hitl.core.waiting import TERMINAL, ThreadSubscription, fetch_run, released, run_events_of
 
 log = logging.getLogger(__name__)
 
@@ -317,11 +317,11 @@ async def run_events(
             # As LangGraph Server does: a run that pauses ends its values stream with the
             # state plus "__interrupt__" (what useStream reads to show the interrupt live).
             if final.status == Run.Status.INTERRUPTED:
-                output = await sync_to_async(serializers.run_output)(final)
+                output = await released(serializers.run_output)(final)
                 translate.last_values = output
                 yield sse("values", output, FINAL_ID)
             else:
-                values, _ = await sync_to_async(state.thread_values)(final.thread)
+                values, _ = await released(state.thread_values)(final.thread)
                 for part in translate.values(values):
                     yield _with_id(part, FINAL_ID)
         if "events" in modes:
