@@ -18,7 +18,8 @@ Targets (`--targets`):
                        default), in-memory runtime
   aegra                Aegra (`aegra serve`) on Postgres, its defaults
   langgraph-dev-raised `langgraph dev --n-jobs-per-worker <clients>` (concurrency raised)
-  aegra-raised         Aegra with its run concurrency raised to <clients>
+  aegra-raised         Aegra with its database pools raised for <clients> runs (it runs
+                       every run as a task of its event loop; sync nodes in its executor)
   hitl-threads         HITL with the worker started `-P threads -c <clients>` (not in the
                        README; for comparison)
 
@@ -62,6 +63,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+PY = str(BIN / "python")
 GRAPH_FILE = ROOT / "bench" / "model_graph.py"
 sys.path.insert(0, str(ROOT))
 
@@ -263,10 +265,13 @@ class AegraTarget(Target):
         port = free_port()
         extra = dict(self.graph_env())
         if self.raised:
-            # Aegra's executor runs at most N_JOBS_PER_WORKER runs at once (default 10)
-            # and its database pool bounds what they hold.
-            jobs = str(self.concurrency())
-            extra.update(N_JOBS_PER_WORKER=jobs, BG_JOB_CONCURRENCY=jobs)
+            # Aegra runs every run as a task on its event loop (no cap of its own); what
+            # bounds it are its two database pools (SQLAlchemy 2, the checkpointer's 6).
+            jobs = self.concurrency()
+            extra.update(
+                SQLALCHEMY_POOL_SIZE=str(max(2, jobs // 4)),
+                LANGGRAPH_MAX_POOL_SIZE=str(max(6, jobs // 2)),
+            )
         env = clean_env(
             DATABASE_URL=f"{self.args.pg}/{self.database}",
             AUTH_TYPE="noop",
@@ -324,6 +329,9 @@ class HitlTarget(Target):
         )
         if app:
             env["PGAPPNAME"] = app  # libpq's session name: counted in pg_stat_activity
+            # The checkpointer's own pool (state reads in the web process) apart.
+            url = f"{self.args.pg}/{self.database}?application_name={app}-checkpoints"
+            env["HITL_CHECKPOINT_URL"] = url
         return env
 
     def prepare(self) -> None:
@@ -336,14 +344,17 @@ class HitlTarget(Target):
     def start(self) -> None:
         port = free_port()
         web, logfile = self.spawn(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            # `-m` so that the code under ROOT is served (a checkout of another commit).
+            [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
             cwd=ROOT,
             env=self.env("bench-web"),
             logname="daphne.log",
         )
         worker, worker_log = self.spawn(
             [
-                str(BIN / "celery"),
+                PY,
+                "-m",
+                "celery",
                 "-A",
                 "hitl",
                 "worker",
@@ -473,13 +484,14 @@ def measure(target: Target, variant: str, latency: float, clients: int, cycles: 
 # --- 1,000 waits ----------------------------------------------------------------------
 
 
-def pool_max(target: HitlTarget) -> int:
+def pool_max(target: HitlTarget) -> tuple[int, int]:
     out = subprocess.run(
         [
             str(BIN / "python"),
             "-c",
             "import django; django.setup(); from django.conf import settings; "
-            "print(settings.DATABASES['default']['OPTIONS']['pool']['max_size'])",
+            "print(settings.DATABASES['default']['OPTIONS']['pool']['max_size'], "
+            "settings.HITL_CHECKPOINT_POOL_SIZE)",
         ],
         cwd=ROOT,
         env=target.env(),
@@ -487,7 +499,8 @@ def pool_max(target: HitlTarget) -> int:
         text=True,
         check=True,
     )
-    return int(out.stdout.strip())
+    django_pool, checkpoint_pool = out.stdout.split()
+    return int(django_pool), int(checkpoint_pool)
 
 
 async def open_waits(target: HitlTarget, n: int, latency: float) -> dict:
@@ -560,7 +573,7 @@ def waits_mode(args) -> None:
         limit = pool_max(target)
         import psycopg
 
-        peak = {"web": 0, "worker": 0, "samples": 0}
+        peak = {"web": 0, "web-checkpoints": 0, "worker": 0, "samples": 0}
         stop = threading.Event()
 
         def sample() -> None:
@@ -573,6 +586,9 @@ def waits_mode(args) -> None:
                     ).fetchall()
                     counts = dict(rows)
                     peak["web"] = max(peak["web"], counts.get("bench-web", 0))
+                    peak["web-checkpoints"] = max(
+                        peak["web-checkpoints"], counts.get("bench-web-checkpoints", 0)
+                    )
                     peak["worker"] = max(peak["worker"], counts.get("bench-worker", 0))
                     peak["samples"] += 1
 
@@ -594,9 +610,9 @@ def waits_mode(args) -> None:
         print(f"  first error: {results['first_error']}")
     print(f"  duration: {results.get('elapsed', float('nan')):.1f} s")
     print(
-        f"  peak Postgres sessions of the web process: {peak['web']} "
-        f"(its pool: at most {limit}); of the worker: {peak['worker']} "
-        f"({peak['samples']} samples)"
+        f"  peak Postgres sessions of the web process: Django's pool {peak['web']} (at most "
+        f"{limit[0]}), the checkpointer's {peak['web-checkpoints']} (at most {limit[1]}); "
+        f"of the worker: {peak['worker']} ({peak['samples']} samples)"
     )
 
 
