@@ -32,6 +32,7 @@ from django.db import close_old_connections, connection
 from hitl.core import events
 from hitl.core.errors import Unavailable, is_transient
 from hitl.core.models import Run, Thread
+from hitl.core.retry import suspect_connections
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,7 @@ async def _read(query: Callable[[], Awaitable[Any]]) -> Any:
     except Exception as exc:
         if not is_transient(exc):
             raise
+        suspect_connections()  # the next reads get checked connections
         await sync_to_async(close_old_connections)()
         return UNREAD
 

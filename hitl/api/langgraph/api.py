@@ -46,6 +46,7 @@ from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import eventlog, services
 from hitl.core.events import RunEnd
 from hitl.core.models import Run, Thread
+from hitl.core.retry import retry_transient
 from hitl.core.selectors import thread_list_for_user, user_can_view_thread
 from hitl.core.waiting import ThreadSubscription, released, wait_for_run
 
@@ -88,6 +89,7 @@ def _wait_seconds(requested: float | None = None) -> float:
 # --- helpers --------------------------------------------------------------------
 
 
+@retry_transient  # reads: safe to repeat
 def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
     thread = Thread.objects.filter(pk=thread_id).one_or_none()
     if thread is None or not user_can_view_thread(request.user, thread):
@@ -95,6 +97,7 @@ def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
     return thread
 
 
+@retry_transient
 def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> Run:
     thread = _thread_for(request, thread_id)
     run = Run.objects.select_related("thread").filter(pk=run_id, thread=thread).one_or_none()
@@ -103,13 +106,17 @@ def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> R
     return run
 
 
+@retry_transient
 def _latest_run(request: HttpRequest, thread_id: uuid.UUID) -> Run | None:
     return _thread_for(request, thread_id).runs.order_by("-created_at").first()
 
 
+@retry_transient
 def _create_run(
     request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
 ) -> Run:
+    """Start or resume a run: one transaction (run_create's), so a fault before its
+    commit leaves nothing behind and the whole of it is repeated (retry_transient)."""
     if body.interrupt_before or body.interrupt_after:
         raise services.Invalid("interrupt_before/interrupt_after are not supported.")
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
@@ -276,7 +283,8 @@ def threads_create(request, body: ThreadCreateIn):
     metadata = dict(body.metadata or {})
     if body.graph_id:
         metadata["graph_id"] = body.graph_id
-    thread = lg_services.thread_create(
+    # One INSERT: a fault rolls it back, so it is repeated (with the same id, if any).
+    thread = retry_transient(lg_services.thread_create)(
         user=request.user, thread_id=body.thread_id, metadata=metadata, if_exists=body.if_exists
     )
     return serializers.thread_json(thread)
