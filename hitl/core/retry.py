@@ -95,6 +95,7 @@ def retry_transient(func: F) -> F:
                 # Drop the broken connection; the pool hands out a checked one next.
                 connection.close()
                 if met_while_committing(exc):
+                    log.warning("%s met a transient fault at its commit (%s)", func.__name__, exc)
                     raise Unavailable("The database is unreachable; try again shortly.") from exc
                 now = time.monotonic()
                 if deadline is None:

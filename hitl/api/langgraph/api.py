@@ -13,6 +13,7 @@ the UI. Errors are JSON {"detail": "..."} with a 4xx status.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from functools import partial
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils import timezone
 from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
@@ -44,11 +46,14 @@ from hitl.api.langgraph.schemas import (
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_modes
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import eventlog, services
+from hitl.core.errors import Unavailable
 from hitl.core.events import RunEnd
 from hitl.core.models import Run, Thread
-from hitl.core.retry import retry_transient
+from hitl.core.retry import met_while_committing, retry_transient
 from hitl.core.selectors import thread_list_for_user, user_can_view_thread
 from hitl.core.waiting import ThreadSubscription, released, wait_for_run
+
+log = logging.getLogger(__name__)
 
 
 class SessionWithoutToken(SessionAuth):
@@ -111,12 +116,44 @@ def _latest_run(request: HttpRequest, thread_id: uuid.UUID) -> Run | None:
     return _thread_for(request, thread_id).runs.order_by("-created_at").first()
 
 
-@retry_transient
 def _create_run(
     request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
 ) -> Run:
     """Start or resume a run: one transaction (run_create's), so a fault before its
-    commit leaves nothing behind and the whole of it is repeated (retry_transient)."""
+    commit leaves nothing behind and the whole of it is repeated (retry_transient).
+
+    A fault that struck the COMMIT leaves it unknown whether the run was created: the
+    thread is read for a run of this request's kind by this user created since the
+    first attempt; found, it is the answer, else the request is made again.
+    """
+    began = timezone.now()
+    try:
+        return _create_run_once(request, body, thread_id, stateless=stateless)
+    except Unavailable as exc:
+        if thread_id is None or not met_while_committing(exc):
+            raise
+    kind = Run.Kind.START if body.command is None else Run.Kind.RESUME
+    made = retry_transient(_run_made_since)(thread_id, kind, request.user, began)
+    if made is not None:
+        log.warning("run %s was created before the fault hit its commit; answering it", made.pk)
+        return made
+    return _create_run_once(request, body, thread_id, stateless=stateless)
+
+
+@retry_transient
+def _run_made_since(thread_id: uuid.UUID, kind: str, user, began) -> Run | None:
+    runs = Run.objects.select_related("thread").filter(
+        thread_id=thread_id, kind=kind, created_at__gte=began
+    )
+    if user is not None and user.is_authenticated:
+        runs = runs.filter(created_by=user)
+    return runs.order_by("-created_at").first()
+
+
+@retry_transient
+def _create_run_once(
+    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
+) -> Run:
     if body.interrupt_before or body.interrupt_after:
         raise services.Invalid("interrupt_before/interrupt_after are not supported.")
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
