@@ -558,15 +558,22 @@ async def open_waits(target: HitlTarget, n: int, latency: float) -> dict:
                 return fail(f"join {answer.status_code}: {answer.text[:200]}")
             results["ok"] += 1
 
+        async def guarded(kind, thread_id: str) -> None:
+            try:
+                await kind(thread_id)
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                fail(f"{kind.__name__}: {type(exc).__name__}: {exc}")
+
         kinds = (wait, stream, join)
         began = time.perf_counter()
-        await asyncio.gather(*(kinds[i % 3](t) for i, t in enumerate(threads)))
+        await asyncio.gather(*(guarded(kinds[i % 3], t) for i, t in enumerate(threads)))
         results["elapsed"] = time.perf_counter() - began
     return results
 
 
 def waits_mode(args) -> None:
     target = HitlTarget(args, "hitl")
+    results: dict = {}
     try:
         target.prepare()
         target.start()
@@ -600,7 +607,10 @@ def waits_mode(args) -> None:
         sampler.join()
     finally:
         target.stop()
-        target.cleanup()
+        if results.get("errors") == 0:
+            target.cleanup()
+    if results.get("errors"):
+        print(f"logs: {target.workdir}")
     print(
         f"\n{args.waits} open waits (a third each runs.wait, runs.stream, runs.create + join), "
         f"runs of {args.wait_latency}s queued behind one worker:"
