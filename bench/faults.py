@@ -13,7 +13,8 @@ command={"resume": [{"type": "accept"}]})` to the end, on the graph
 bench/fault_graph.py (plan -> review -> act), whose `plan` and `act` nodes append the
 thread id to files in HITL_FAULT_DIR so repeated executions can be counted.
 
-Clients honour 503 + Retry-After and try again. A `runs.wait` that got a 503 may have
+Clients honour 503 + Retry-After and try again (with `--stock-client` they do not, as
+langgraph_sdk itself does not: every 503 is then a client-visible error). A `runs.wait` that got a 503 may have
 created its run before the fault hit (the 503 came from waiting on it): before
 repeating the POST the client lists the thread's runs and joins the new run if there
 is one, as a careful client would (a blind re-POST would earn a 409). Any other HTTP
@@ -320,6 +321,7 @@ class Load:
     half1: list[float] = field(default_factory=list)
     half2: list[float] = field(default_factory=list)
     elapsed: float = 0.0
+    stock: bool = False  # a plain langgraph_sdk client: a 503 is an error, not retried
 
     def error(self, kind: str, detail: str, thread_id: str | None) -> None:
         self.errors[kind] += 1
@@ -349,9 +351,11 @@ def _body(exc: BaseException) -> str:
 
 
 async def _retry_after(load: Load, exc: BaseException, deadline: float) -> None:
+    load.bodies_503[_body(exc)] += 1
+    if load.stock:
+        raise exc
     load.retries_503 += 1
     load.statuses[503] += 1
-    load.bodies_503[_body(exc)] += 1
     if time.monotonic() > deadline:
         raise Gave503("still 503 after 120 s") from exc
     try:
@@ -396,12 +400,18 @@ async def _wait_run(load: Load, client, thread_id: str, runs_before: int, naive:
 
 
 async def drive(
-    base_url: str, token: str, clients: int, cycles: int, straggle: float, naive: bool = False
+    base_url: str,
+    token: str,
+    clients: int,
+    cycles: int,
+    straggle: float,
+    naive: bool = False,
+    stock: bool = False,
 ) -> Load:
     import httpx
     from langgraph_sdk import get_client
 
-    load = Load(cycles)
+    load = Load(cycles, stock=stock)
     claimed = {"n": 0, "done": 0}
     in_flight: dict[int, str | None] = {}
 
@@ -691,6 +701,7 @@ def run_scenario(name: str, args, root: Path) -> dict:
                 args.cycles,
                 args.straggle,
                 args.naive_retry,
+                args.stock_client,
             )
         )
         load_end = time.monotonic()
@@ -733,7 +744,8 @@ def run_scenario(name: str, args, root: Path) -> dict:
 
 def print_report(results: list[dict], args) -> None:
     header = (
-        "| fault during the load | cycles ok | client errors (of which 500s) | runs failed "
+        "| fault during the load | cycles ok | client errors (of which 500s) | 503 answers "
+        "| runs failed "
         "| stuck | done without review | answered, not finished | repeated act "
         "| repeated plan | duration |"
     )
@@ -743,7 +755,8 @@ def print_report(results: list[dict], args) -> None:
         load: Load = r["load"]
         print(
             f"| {SCENARIOS[r['scenario']]} | {load.ok}/{load.cycles} | {load.client_errors} "
-            f"({load.statuses.get(500, 0)}) | {len(r['failed_runs'])} | {len(r['stuck'])} "
+            f"({load.statuses.get(500, 0)}) | {sum(load.bodies_503.values())} "
+            f"| {len(r['failed_runs'])} | {len(r['stuck'])} "
             f"| {len(r['done_unreviewed'])} | {len(r['answered_unfinished'])} "
             f"| {len(r['repeated_act'])} | {len(r['repeated_plan'])} | {load.elapsed:.1f} s |"
         )
@@ -799,6 +812,7 @@ def print_report(results: list[dict], args) -> None:
 
 
 def main() -> None:
+    global DB
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -809,7 +823,13 @@ def main() -> None:
     parser.add_argument("--straggle", type=float, default=120.0, help="s to wait for stragglers")
     parser.add_argument("--settle", type=float, default=60.0, help="s before counting stuck runs")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
-    parser.add_argument("--keep-db", action="store_true", help="leave hitl_faults behind")
+    parser.add_argument("--db", default="hitl_faults", help="the database (dropped and recreated)")
+    parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
+    parser.add_argument(
+        "--stock-client",
+        action="store_true",
+        help="clients do not retry a 503 (as langgraph_sdk does not): each is an error",
+    )
     parser.add_argument("--excerpts", type=int, default=4, help="log lines shown per log file")
     parser.add_argument(
         "--naive-retry",
@@ -817,6 +837,7 @@ def main() -> None:
         help="after a 503 on runs.wait, POST again without checking for a created run",
     )
     args = parser.parse_args()
+    DB = args.db
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     unknown = set(names) - set(SCENARIOS)
     if unknown:

@@ -435,6 +435,10 @@ HITL_CHECKPOINT_URL = envstr(
     "HITL_CHECKPOINT_URL", DATABASE_URL or f"sqlite:///{VAR_DIR / 'checkpoints.sqlite3'}"
 )
 HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
+# A request whose work is safe to repeat (reads, and state changes made in one
+# transaction that re-checks its preconditions) is repeated in the server for this
+# long while the database drops sessions; a longer outage is a 503 + Retry-After.
+HITL_DB_RETRY_SECONDS = envfloat("HITL_DB_RETRY_SECONDS", 2.0)
 
 # Graph registry, like langgraph.json: name -> "module:attr".
 HITL_GRAPHS = {

@@ -4,8 +4,11 @@ import json
 
 import django.db
 import psycopg
+import pytest
 from django.test import RequestFactory
 
+from hitl.core.db.retry import connections_suspect, retry_transient
+from hitl.core.errors import Unavailable
 from hitl.outage import OutageMiddleware, handler500
 
 middleware = OutageMiddleware(lambda request: None)
@@ -51,3 +54,68 @@ def test_a_fault_outside_views_is_a_503_too():
     except django.db.OperationalError:
         response = handler500(request)
     assert response.status_code == 503
+
+
+# --- repeated in the server ---------------------------------------------------------------
+
+
+def test_work_that_met_a_dropped_session_is_repeated_until_it_succeeds(settings):
+    settings.HITL_DB_RETRY_SECONDS = 2.0
+    calls = []
+
+    @retry_transient
+    def work():
+        calls.append(1)
+        if len(calls) < 4:
+            raise dropped()
+        return "done"
+
+    assert work() == "done"
+    assert len(calls) == 4
+    assert connections_suspect()  # the pool checks what it hands out for a moment
+
+
+def test_an_outage_longer_than_the_deadline_is_a_503(settings):
+    settings.HITL_DB_RETRY_SECONDS = 0.1
+    calls = []
+
+    @retry_transient
+    def work():
+        calls.append(1)
+        raise dropped()
+
+    with pytest.raises(Unavailable):
+        work()
+    assert 2 <= len(calls) <= 4
+
+
+def test_a_fault_met_while_committing_is_not_repeated(settings):
+    """The commit may have gone through: repeating could do the work twice."""
+    settings.HITL_DB_RETRY_SECONDS = 2.0
+    namespace = {"dropped": dropped}
+    # A frame as Django's own commit has it (django/db/backends/base/base.py `_commit`).
+    source = "def _commit():\n    raise dropped()\n"
+    exec(compile(source, "/x/django/db/backends/base/base.py", "exec"), namespace)
+    calls = []
+
+    @retry_transient
+    def work():
+        calls.append(1)
+        namespace["_commit"]()
+
+    with pytest.raises(Unavailable):
+        work()
+    assert calls == [1]
+
+
+def test_other_errors_are_not_repeated(settings):
+    calls = []
+
+    @retry_transient
+    def work():
+        calls.append(1)
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError):
+        work()
+    assert calls == [1]

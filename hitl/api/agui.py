@@ -46,7 +46,7 @@ from hitl.core.access.permissions import user_can_view_thread
 from hitl.core.decisions import resume as decision_resume
 from hitl.core.errors import error_line
 from hitl.core.live import agui
-from hitl.core.live.waiting import ThreadSubscription, fetch_run, run_events_of
+from hitl.core.live.waiting import ThreadSubscription, fetch_run, released, run_events_of
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 
@@ -284,7 +284,7 @@ async def _events(sub: ThreadSubscription, run: Run, body: RunAgentInput, timeou
         if final is None:
             yield encode(RunErrorEvent(message="The run no longer exists.", code="not_found"))
             return
-        yield encode(await sync_to_async(_final_event)(final, body))
+        yield encode(await released(_final_event)(final, body))
     except Exception as exc:  # the stream has started: report as RUN_ERROR, never hang
         log.exception("AG-UI stream for run %s failed", run_id)
         yield encode(RunErrorEvent(message=f"The event stream failed: {exc}", code="stream_error"))
@@ -325,7 +325,7 @@ async def run_agent(request, graph: str, body: RunAgentInput):
     # Listen before the run exists so none of its events can be missed.
     sub = await ThreadSubscription(thread_id).open()
     try:
-        run = await sync_to_async(start_run)(user=user, graph=graph, body=body, thread_id=thread_id)
+        run = await released(start_run)(user=user, graph=graph, body=body, thread_id=thread_id)
     except BaseException:
         await sub.close()
         raise

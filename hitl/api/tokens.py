@@ -21,6 +21,7 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 from ninja.security import APIKeyHeader, HttpBearer
 
+from hitl.core.db.retry import retry_transient
 from hitl.core.models import ApiToken
 
 TOKEN_CACHE_SECONDS = 5.0
@@ -60,6 +61,7 @@ post_save.connect(cache.clear, sender=get_user_model(), dispatch_uid="hitl-token
 post_delete.connect(cache.clear, sender=get_user_model(), dispatch_uid="hitl-token-cache-del")
 
 
+@retry_transient  # a read (and an idempotent touch): safe to repeat
 def user_for_key(key: str | None):
     """The active user a token belongs to, or None."""
     if not key:

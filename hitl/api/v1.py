@@ -10,7 +10,6 @@ import math
 import uuid
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.http import HttpRequest
@@ -32,7 +31,7 @@ from hitl.core.decisions import quorum
 from hitl.core.errors import error_headline
 from hitl.core.files import storage
 from hitl.core.files.artifacts import artifact_json
-from hitl.core.live.waiting import thread_wait_for_status
+from hitl.core.live.waiting import released, thread_wait_for_status
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 
@@ -231,6 +230,10 @@ def thread_detail(request, thread_id: uuid.UUID):
     return thread_json(_thread_for(request, thread_id))
 
 
+def _thread_answer(thread_id) -> dict[str, Any]:
+    return thread_json(Thread.objects.get(pk=thread_id))
+
+
 @api.get("/threads/{thread_id}/wait", response={200: dict, 400: Error, 404: Error})
 async def thread_wait(
     request, thread_id: uuid.UUID, status: str = "interrupted,done,error,idle", timeout: float = 30
@@ -241,11 +244,10 @@ async def thread_wait(
         raise errors.Invalid(f"status must list some of: {', '.join(Thread.Status.values)}.")
     if not math.isfinite(timeout):
         raise errors.Invalid("timeout must be a finite number of seconds.")
-    thread = await sync_to_async(_thread_for)(request, thread_id)
+    thread = await released(_thread_for)(request, thread_id)
     limit = min(60.0, settings.HITL_API_WAIT_SECONDS)
     await thread_wait_for_status(thread.pk, statuses, min(max(timeout, 0.0), limit))
-    thread = await Thread.objects.aget(pk=thread.pk)
-    return await sync_to_async(thread_json)(thread)
+    return await released(_thread_answer)(thread.pk)
 
 
 @api.post("/threads/{thread_id}/cancel", response={200: dict, 403: Error, 404: Error})

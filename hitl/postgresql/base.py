@@ -5,15 +5,26 @@ CONN_HEALTH_CHECKS is on (and with none when it is off) and accepts no check of 
 own in OPTIONS["pool"]. That check is a round trip on every checkout: three per review
 cycle, for connections handed back milliseconds before. This backend gives the pool
 the checkpointer's check instead (agents/checkpoint.py): a connection idle for a
-second or more is checked, and one the server dropped is replaced before use.
+second or more is checked, and one the server dropped is replaced before use. For a
+few seconds after this process met a dropped session (hitl.core.db.retry), every
+connection is checked: the server usually dropped its neighbours in the pool too.
 """
 
 from __future__ import annotations
 
 from django.db.backends.postgresql import base
+from psycopg_pool import ConnectionPool
 
 from agents.checkpoint import check_if_idle, mark_returned
 from hitl.compat import psycopg_pool
+from hitl.core.db.retry import connections_suspect
+
+
+def check_pooled(conn) -> None:
+    if connections_suspect():
+        ConnectionPool.check_connection(conn)
+    else:
+        check_if_idle(conn)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -22,5 +33,5 @@ class DatabaseWrapper(base.DatabaseWrapper):
         pool = super().pool
         if pool is not None:
             # Set before the pool opens (Django opens it on the first connection).
-            psycopg_pool.set_check(pool, check_if_idle, mark_returned)
+            psycopg_pool.set_check(pool, check_pooled, mark_returned)
         return pool

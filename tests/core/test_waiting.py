@@ -63,10 +63,14 @@ def test_a_wait_outlives_its_dropped_database_connection(transactional_db, reque
         connection.close()
 
     async def scenario():
-        await fetch_run(run.pk)  # the waiter's thread now holds a session
-        pid = await sync_to_async(lambda: connection.connection.info.backend_pid)()
+        await fetch_run(run.pk)
+        # The read gave its session back to the pool: the waiter holds none while it waits.
+        assert await sync_to_async(lambda: connection.connection)() is None
+        pids = [idle.info.backend_pid for idle in connection.pool._pool]
+        assert pids
         with psycopg.connect(_test_database_url(), autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            # Every pooled session dies, each handed back a moment ago (so not checked).
+            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid", (pids,))
         threading.Timer(1.0, finish).start()
         return await wait_for_run(run.pk, 15)
 

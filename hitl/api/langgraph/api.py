@@ -13,6 +13,7 @@ the UI. Errors are JSON {"detail": "..."} with a 4xx status.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from functools import partial
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils import timezone
 from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
@@ -44,11 +46,14 @@ from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_mo
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import errors
 from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
-from hitl.core.errors import check_storable
+from hitl.core.db.retry import met_while_committing, retry_transient
+from hitl.core.errors import Unavailable, check_storable
 from hitl.core.live import eventlog
 from hitl.core.live.events import RunEnd
-from hitl.core.live.waiting import ThreadSubscription, wait_for_run
+from hitl.core.live.waiting import ThreadSubscription, released, wait_for_run
 from hitl.core.models import Run, Thread
+
+log = logging.getLogger(__name__)
 
 
 class SessionWithoutToken(SessionAuth):
@@ -89,6 +94,7 @@ def _wait_seconds(requested: float | None = None) -> float:
 # --- helpers --------------------------------------------------------------------
 
 
+@retry_transient  # reads: safe to repeat
 def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
     thread = Thread.objects.filter(pk=thread_id).one_or_none()
     if thread is None or not user_can_view_thread(request.user, thread):
@@ -96,6 +102,7 @@ def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
     return thread
 
 
+@retry_transient
 def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> Run:
     thread = _thread_for(request, thread_id)
     run = Run.objects.select_related("thread").filter(pk=run_id, thread=thread).one_or_none()
@@ -104,7 +111,47 @@ def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> R
     return run
 
 
+@retry_transient
+def _latest_run(request: HttpRequest, thread_id: uuid.UUID) -> Run | None:
+    return _thread_for(request, thread_id).runs.order_by("-created_at").first()
+
+
 def _create_run(
+    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
+) -> Run:
+    """Start or resume a run: one transaction (run_create's), so a fault before its
+    commit leaves nothing behind and the whole of it is repeated (retry_transient).
+
+    A fault that struck the COMMIT leaves it unknown whether the run was created: the
+    thread is read for a run of this request's kind by this user created since the
+    first attempt; found, it is the answer, else the request is made again.
+    """
+    began = timezone.now()
+    try:
+        return _create_run_once(request, body, thread_id, stateless=stateless)
+    except Unavailable as exc:
+        if thread_id is None or not met_while_committing(exc):
+            raise
+    kind = Run.Kind.START if body.command is None else Run.Kind.RESUME
+    made = retry_transient(_run_made_since)(thread_id, kind, request.user, began)
+    if made is not None:
+        log.warning("run %s was created before the fault hit its commit; answering it", made.pk)
+        return made
+    return _create_run_once(request, body, thread_id, stateless=stateless)
+
+
+@retry_transient
+def _run_made_since(thread_id: uuid.UUID, kind: str, user, began) -> Run | None:
+    runs = Run.objects.select_related("thread").filter(
+        thread_id=thread_id, kind=kind, created_at__gte=began
+    )
+    if user is not None and user.is_authenticated:
+        runs = runs.filter(created_by=user)
+    return runs.order_by("-created_at").first()
+
+
+@retry_transient
+def _create_run_once(
     request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
 ) -> Run:
     if body.interrupt_before or body.interrupt_after:
@@ -180,7 +227,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
     # Listen before the run exists: its first events cannot be missed.
     sub = await ThreadSubscription(thread_id).open()
     try:
-        run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
+        run = await released(_create_run)(request, body, thread_id, stateless=stateless)
     except BaseException:
         await sub.close()
         raise
@@ -190,7 +237,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
 async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
     thread_id = thread_id or uuid.uuid4()
     async with ThreadSubscription(thread_id, status_only=True) as sub:
-        run = await sync_to_async(_create_run)(request, body, thread_id, stateless=stateless)
+        run = await released(_create_run)(request, body, thread_id, stateless=stateless)
         run = await wait_for_run(
             run.pk,
             _wait_seconds(),
@@ -210,7 +257,7 @@ def _read_finished(run_id) -> Run | None:
     return run
 
 
-_fetch_finished = sync_to_async(_read_finished)
+_fetch_finished = released(_read_finished)
 
 
 def _announced_end(thread_id, end: RunEnd) -> Run:
@@ -231,7 +278,7 @@ async def _finished_output(request, run: Run | None):
         )
     output = getattr(run, "wait_output", None)
     if output is None:
-        output = await sync_to_async(serializers.run_output)(run)
+        output = await released(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
     _name_run(request, response, run)
     return response
@@ -273,7 +320,8 @@ def threads_create(request, body: ThreadCreateIn):
     metadata = dict(body.metadata or {})
     if body.graph_id:
         metadata["graph_id"] = body.graph_id
-    thread = lg_services.thread_create(
+    # One INSERT: a fault rolls it back, so it is repeated (with the same id, if any).
+    thread = retry_transient(lg_services.thread_create)(
         user=request.user, thread_id=body.thread_id, metadata=metadata, if_exists=body.if_exists
     )
     return serializers.thread_json(thread)
@@ -498,7 +546,7 @@ def runs_cancel(
     tags=["runs"],
 )
 async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
-    run = await sync_to_async(_run_for)(request, thread_id, run_id)
+    run = await released(_run_for)(request, thread_id, run_id)
     run = await wait_for_run(run.pk, _wait_seconds(), fetch=_fetch_finished)
     return await _finished_output(request, run)
 
@@ -518,7 +566,7 @@ async def runs_join_stream(
 ):
     sub = await ThreadSubscription(thread_id).open()
     try:
-        run = await sync_to_async(_run_for)(request, thread_id, run_id)
+        run = await released(_run_for)(request, thread_id, run_id)
     except BaseException:
         await sub.close()
         raise
@@ -540,8 +588,7 @@ async def threads_join_stream(
     `run_modes` (langgraph_sdk's default) in the modes that run was started with."""
     sub = await ThreadSubscription(thread_id).open()
     try:
-        thread = await sync_to_async(_thread_for)(request, thread_id)
-        run = await sync_to_async(lambda: thread.runs.order_by("-created_at").first())()
+        run = await released(_latest_run)(request, thread_id)
         if run is None:
             raise errors.NotFound("The thread has no run to follow yet.")
     except BaseException:

@@ -30,7 +30,13 @@ from langchain_core.messages import (
 from hitl.api.langgraph import serializers, state
 from hitl.core.live import eventlog
 from hitl.core.live.agui import RAW_SOURCE
-from hitl.core.live.waiting import TERMINAL, ThreadSubscription, fetch_run, run_events_of
+from hitl.core.live.waiting import (
+    TERMINAL,
+    ThreadSubscription,
+    fetch_run,
+    released,
+    run_events_of,
+)
 from hitl.core.models import Run
 
 log = logging.getLogger(__name__)
@@ -317,11 +323,11 @@ async def run_events(
             # As LangGraph Server does: a run that pauses ends its values stream with the
             # state plus "__interrupt__" (what useStream reads to show the interrupt live).
             if final.status == Run.Status.INTERRUPTED:
-                output = await sync_to_async(serializers.run_output)(final)
+                output = await released(serializers.run_output)(final)
                 translate.last_values = output
                 yield sse("values", output, FINAL_ID)
             else:
-                values, _ = await sync_to_async(state.thread_values)(final.thread)
+                values, _ = await released(state.thread_values)(final.thread)
                 for part in translate.values(values):
                     yield _with_id(part, FINAL_ID)
         if "events" in modes:

@@ -5,6 +5,11 @@ change, `thread.changed` to events.thread_group(thread_id). A waiter subscribes
 first and reads the database second, so a change between the two cannot be missed;
 it re-reads the database on every relevant message and every few seconds anyway, so
 a message the channel layer dropped (capacity, expiry) only delays it.
+
+A waiter holds no database connection while it waits: every read on the way to and
+during a wait goes through `released`, which hands the request thread's pooled
+connection back when the read returns. So a thousand open waits and streams cost a
+web process no more than its pool (DB_POOL_MAX_SIZE), not a connection each.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import time
 import weakref
@@ -20,9 +26,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from hitl.compat import channels_redis
+from hitl.core.db.retry import suspect_connections
 from hitl.core.errors import Unavailable, is_transient
 from hitl.core.live import events
 from hitl.core.models import Run, Thread
@@ -37,6 +44,37 @@ POLL_SECONDS = 0.5
 # After a run ends, how long its last events (sent right after) may still arrive.
 DRAIN_SECONDS = 2.0
 TERMINAL = frozenset(Run.TERMINAL)
+
+
+def release_connection() -> None:
+    """Give this thread's pooled database connection back to the pool.
+
+    Not inside a transaction (it holds the connection on purpose), and only with a
+    pool: SQLite's per-thread connection costs nothing to keep.
+    """
+    if (
+        connection.connection is not None
+        and not connection.in_atomic_block
+        and getattr(connection, "pool", None) is not None
+    ):
+        connection.close()
+
+
+def released(func: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """`func` as a coroutine on the request's thread that gives the connection back after.
+
+    For every database read of a request that then waits (or reads again later): the
+    connection returns to the pool in the same hop, so the wait holds none.
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            release_connection()
+
+    functools.update_wrapper(call, func)
+    return sync_to_async(call)
 
 
 class _Hub:
@@ -270,8 +308,22 @@ def is_run_end(message: dict[str, Any]) -> bool:
     return False
 
 
+def _run_row(run_id: Any) -> Run | None:
+    return Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
+
+
+_fetch_run = released(_run_row)
+
+
 async def fetch_run(run_id: Any) -> Run | None:
-    return await Run.objects.select_related("thread").filter(pk=run_id).aone_or_none()
+    return await _fetch_run(run_id)
+
+
+def _thread_status(thread_id: Any) -> str | None:
+    return Thread.objects.filter(pk=thread_id).values_list("status", flat=True).one_or_none()
+
+
+_fetch_thread_status = released(_thread_status)
 
 
 UNREAD = object()
@@ -288,6 +340,7 @@ async def _read(query: Callable[[], Awaitable[Any]]) -> Any:
     except Exception as exc:
         if not is_transient(exc):
             raise
+        suspect_connections()  # the next reads get checked connections
         await sync_to_async(close_old_connections)()
         return UNREAD
 
@@ -381,13 +434,7 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
     async with ThreadSubscription(thread_id, status_only=status_only) as sub:
         deadline = time.monotonic() + timeout
         while True:
-            status = await _read(
-                lambda: (
-                    Thread.objects.filter(pk=thread_id)
-                    .values_list("status", flat=True)
-                    .aone_or_none()
-                )
-            )
+            status = await _read(lambda: _fetch_thread_status(thread_id))
             remaining = deadline - time.monotonic()
             if status is not UNREAD:
                 last = status
