@@ -19,7 +19,12 @@ from django.views.decorators.http import require_POST
 from hitl.core import services
 from hitl.core.models import HumanInterrupt, Thread
 from hitl.core.selectors import thread_for_viewer, user_can_review
-from hitl.review.selectors import InboxQuery, interrupt_label, pending_interrupts_for
+from hitl.review.selectors import (
+    InboxQuery,
+    free_for,
+    interrupt_label,
+    pending_interrupts_for,
+)
 
 ORDER = ("created_at", "interrupt_id", "position")
 BULK_TYPES = {"accept": "Accept", "ignore": "Ignore"}
@@ -82,7 +87,7 @@ def batch_context(thread: Thread, user) -> dict[str, Any]:
     following = None
     if not pending:
         following = (
-            pending_interrupts_for(user, InboxQuery())
+            free_for(user, pending_interrupts_for(user, InboxQuery()))
             .exclude(thread_id=thread.pk)
             .order_by("-created_at", "-pk")
             .first()

@@ -35,6 +35,7 @@
   // --- forms inside cards ------------------------------------------------------------
   function wire(card) {
     HITL.fillCsrf(card);
+    if (card.dataset.interrupt) HITL.markSeen(card.dataset.interrupt);
     const form = card.querySelector("form.decision");
     if (!form || form.dataset.wired) return;
     form.dataset.wired = "1";

@@ -101,3 +101,12 @@ def a_type(kind) -> str:
     """A JSON type with its article: 'an object', 'a string'."""
     kind = str(kind or "value")
     return ("an " if kind[:1] in "aeiou" else "a ") + kind
+
+
+@register.filter
+def arg_peek(row):
+    """The two or three args an inbox row shows, and what it leaves unseen."""
+    from hitl.review.rendering import peek_args
+
+    return peek_args(row.args, row.args_schema)
+

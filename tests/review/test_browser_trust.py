@@ -1,0 +1,224 @@
+"""Reviewer trust in real headless Chromium (issue 28): a decision only ever acts on an
+item the reviewer has seen, and every message names the thread it is about."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from hitl.core import claims, services
+from hitl.core.models import HumanInterrupt
+from tests.conftest import wait_for
+from tests.review import test_browser as base
+from tests.review.conftest import human_interrupt, open_interrupts
+from tests.review.test_browser import mark_no_reload
+
+chromium = base.chromium
+browser_page = base.browser_page
+
+pytestmark = [pytest.mark.postgres, pytest.mark.browser]
+
+
+def status(row) -> str:
+    return HumanInterrupt.objects.get(pk=row.pk).status
+
+
+def mail(user, title: str, to: str, **args):
+    thread, (row,) = open_interrupts(
+        user=user, values=[human_interrupt("send_email", {"to": to, **args})], title=title
+    )
+    return thread, row
+
+
+def dialogs(page) -> list[str]:
+    """Every dialog the page opens, answered by the next entry of `page.answers`
+    (dismissed when none is left)."""
+    seen: list[str] = []
+    page.answers = []
+
+    def answer(dialog):
+        seen.append(dialog.message)
+        if page.answers and page.answers.pop(0):
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.on("dialog", answer)
+    return seen
+
+
+def test_after_a_decision_the_page_stays_and_offers_only_an_item_nobody_else_is_on(
+    asgi_server, browser_page, requester, reviewer, second_reviewer, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    # Oldest first: free, snoozed by rita, claimed by sam, then the one rita decides.
+    _, free = mail(requester, "Mail to bob", "bob@example.com")
+    _, snoozed = mail(requester, "Mail to ann", "ann@example.com")
+    _, claimed = mail(requester, "Mail to legal", "legal@example.com")
+    thread, decided = mail(requester, "Mail to cfo", "cfo@example.com")
+    claims.interrupt_claim(interrupt_id=claimed.pk, user=second_reviewer)
+    claims.interrupt_snooze(
+        interrupt_id=snoozed.pk, user=reviewer, until=timezone.now() + timedelta(hours=1)
+    )
+
+    rita = browser_page(asgi_server, "rita")
+    rita.goto(f"/threads/{thread.pk}/")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    with rita.expect_navigation():
+        rita.click(f"#interrupt-{decided.pk} .btn-accept")
+    # Still on the decided thread (its agent resumes here), told which thread it was.
+    assert rita.url.startswith(f"{asgi_server}/threads/{thread.pk}/")
+    assert "Approved: send email on “Mail to cfo”" in rita.inner_text(".flashes")
+    # The next item is offered by name: the free one, not sam's nor the snoozed one.
+    offer = rita.wait_for_selector("#next-item a")
+    assert "Mail to bob" in offer.inner_text()
+    assert offer.get_attribute("href").endswith(f"#interrupt-{free.pk}")
+    base.shot(rita, "trust-next-item")
+    with rita.expect_navigation():
+        rita.keyboard.press("n")
+    assert rita.url.endswith(f"/threads/{free.thread_id}/#interrupt-{free.pk}")
+
+    # "n" from the inbox skips sam's claim and rita's snooze as well.
+    rita.goto("/")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    with rita.expect_navigation():
+        rita.keyboard.press("n")
+    assert rita.url.endswith(f"#interrupt-{free.pk}")
+    assert [status(r) for r in (free, snoozed, claimed)] == ["pending"] * 3
+    assert rita.errors == []
+
+
+def test_inbox_rows_show_key_args_and_a_asks_before_approving_unseen_ones(
+    asgi_server, browser_page, requester, reviewer, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    _, short = mail(requester, "Note to ann", "ann@example.com", subject="Hi")
+    _, long = mail(
+        requester,
+        "Board mail",
+        "cfo@example.com",
+        subject="Q3",
+        body="Numbers attached. " * 10,
+        cc="legal@example.com",
+    )
+    _, (schema_row,) = open_interrupts(
+        user=requester,
+        values=[
+            human_interrupt(
+                "wire_money",
+                {"memo": "rent", "iban": "DE89 3704", "amount": 12000},
+                args_schema={"type": "object", "x-hitl-summary": ["amount", "iban"]},
+            )
+        ],
+        title="Pay rent",
+    )
+    rita = browser_page(asgi_server, "rita")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    mark_no_reload(rita)
+    asked = dialogs(rita)
+
+    # Rows tell look-alike requests apart: the args that matter, and what is left out.
+    peek = rita.inner_text(f"#row-{long.pk} .args-peek")
+    assert "to: cfo@example.com" in peek and "subject: Q3" in peek
+    assert "+2 not shown" in peek  # body is cut, cc left out
+    assert rita.inner_text(f"#row-{short.pk} .args-peek").split() == [
+        "to:",
+        "ann@example.com",
+        "subject:",
+        "Hi",
+    ]
+    # The tool's schema names the args that matter: amount and iban, not the memo.
+    assert rita.inner_text(f"#row-{schema_row.pk} .args-peek").split()[:4] == [
+        "amount:",
+        "12000",
+        "iban:",
+        "DE89",
+    ]
+    base.shot(rita, "trust-inbox-args")
+
+    # a on the row with unseen args asks once; Cancel leaves it pending.
+    rita.keyboard.press("j")
+    assert rita.get_attribute("tr.row.selected", "id") == f"row-{long.pk}"
+    rita.keyboard.press("a")
+    wait_for(lambda: len(asked) == 1, what="the question")
+    assert "send_email on “Board mail”" in asked[0] and "cc, body (in full)" in asked[0]
+    rita.wait_for_load_state("networkidle")
+    assert status(long) == "pending"
+    rita.answers.append(True)
+    rita.keyboard.press("a")
+    wait_for(lambda: status(long) == "resolved", what="the accept")
+    assert len(asked) == 2
+    rita.wait_for_selector(".toast:has-text('Approved: send email on “Board mail”')")
+
+    # A row that shows every arg is approved without a question.
+    rita.locator(f"#row-{short.pk} a.title").focus()
+    rita.keyboard.press("a")
+    wait_for(lambda: status(short) == "resolved", what="the accept")
+    rita.wait_for_selector(".toast:has-text('on “Note to ann”')")
+    assert len(asked) == 2
+    assert rita.errors == []
+
+
+@pytest.fixture
+def grace(monkeypatch):
+    """Bulk decisions under the same grace period as single ones (web process)."""
+    monkeypatch.setenv("HITL_UNDO_SECONDS", "30")
+
+
+def test_bulk_asks_first_names_each_thread_and_can_be_undone(
+    grace, asgi_server, browser_page, requester, reviewer, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    rows = [mail(requester, f"Invoice {n}", f"client{n}@example.com")[1] for n in range(4)]
+    rita = browser_page(asgi_server, "rita")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    asked = dialogs(rita)
+    rita.check("#pick-page")
+    rita.wait_for_selector("text=4 selected")
+
+    # Four items: asked first, each named with its thread; Cancel sends nothing.
+    rita.click("[data-bulk=accept]")
+    wait_for(lambda: len(asked) == 1, what="the question")
+    assert asked[0].startswith("Accept 4 items?")
+    assert all(f"on “Invoice {n}”" in asked[0] for n in range(4))
+    rita.wait_for_load_state("networkidle")
+    assert [status(r) for r in rows] == ["pending"] * 4
+
+    rita.answers.append(True)
+    rita.click("[data-bulk=accept]")
+    panel = rita.wait_for_selector("#bulk-result-panel")
+    text = panel.inner_text()
+    assert all(f"send email on “Invoice {n}”" in text for n in range(4))
+    assert [status(r) for r in rows] == ["resolved"] * 4
+    rita.wait_for_selector("#bulk-undo .countdown:has-text(' s)')")
+    base.shot(rita, "trust-bulk-undo")
+
+    # The same grace period as a single decision: Undo all puts every item back.
+    rita.click("#bulk-undo")
+    rita.wait_for_selector("#bulk-result-panel :text('Undone: 4 items wait again.')")
+    assert [status(r) for r in rows] == ["pending"] * 4
+    for row in rows:
+        rita.wait_for_selector(f"#row-{row.pk}")
+    assert rita.errors == []
+
+
+def test_bulk_undo_refuses_what_is_not_the_users_own(client_for, reviewer, second_reviewer, paused):
+    """The endpoint behind Undo all: someone else's decision, or garbage, changes nothing."""
+    _, (row,) = paused(user=reviewer, values=[human_interrupt()])
+    services.interrupt_resolve(
+        interrupt_id=row.pk, user=second_reviewer, response_type="accept", grace=30
+    )
+    rita = client_for(reviewer)
+    answer = rita.post("/interrupts/bulk/undo/", {"ids": [str(row.pk)]})
+    assert answer.status_code == 409
+    assert "Only a decision of your own" in answer.json()["message"]
+    assert status(row) == "resolved"
+    assert rita.post("/interrupts/bulk/undo/", {"ids": ["nope"]}).status_code == 400
+    assert rita.post("/interrupts/bulk/undo/", {}).status_code == 400
+    sam = client_for(second_reviewer)
+    assert sam.post("/interrupts/bulk/undo/", {"ids": [str(row.pk)]}).json()["undone"] == [
+        str(row.pk)
+    ]
+    assert status(row) == "pending"
