@@ -222,3 +222,75 @@ def test_bulk_undo_refuses_what_is_not_the_users_own(client_for, reviewer, secon
         str(row.pk)
     ]
     assert status(row) == "pending"
+
+
+# --- drafts: kept only when a send really failed ------------------------------------------
+
+
+def drafts_in(page) -> list[str]:
+    return page.evaluate(
+        "() => Object.keys(sessionStorage).filter((k) => k.startsWith('hitl:draft:'))"
+    )
+
+
+def test_a_draft_is_kept_only_when_the_send_failed_and_never_over_changed_args(
+    asgi_server, browser_page, requester, reviewer, second_reviewer, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    pay = {"iban": "DE89 3704", "amount": 12000}
+    thread, (four, claimed, typed) = open_interrupts(
+        user=requester,
+        values=[
+            human_interrupt("wire_transfer", pay, approvals={"required": 2}),
+            human_interrupt("archive", {"path": "/tmp/a"}),
+            human_interrupt("send_email", {"to": "a@b.c"}, approvals={"required": 2}),
+        ],
+        title="Pay and mail",
+    )
+    claims.interrupt_claim(interrupt_id=claimed.pk, user=second_reviewer)
+    rita = browser_page(asgi_server, "rita")
+    asked = dialogs(rita)
+    rita.goto(f"/threads/{thread.pk}/")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+
+    # An approval that does not complete the quorum was sent and answered: no draft,
+    # no "restored" note, the form not switched to edit.
+    with rita.expect_navigation():
+        rita.click(f"#interrupt-{four.pk} .btn-accept")
+    assert "Approval recorded (1 of 2 approvals)" in rita.inner_text(".flashes")
+    assert rita.locator(".restored-draft").count() == 0
+    assert "dirty" not in rita.get_attribute(f"#interrupt-{four.pk}", "class")
+    assert drafts_in(rita) == []
+
+    # A cancelled "sam is on it. Decide anyway?" sends nothing and keeps nothing.
+    rita.click(f"#interrupt-{claimed.pk} .btn-accept")
+    wait_for(lambda: len(asked) == 1, what="the claim question")
+    assert "sam is on it" in asked[0]
+    assert drafts_in(rita) == []
+    assert status(claimed) == "pending"
+
+    # A send that ended on the login page keeps its draft, but sam edited the args
+    # meanwhile: typing the old ones back would revert his edit, so nothing is restored.
+    card = f"#interrupt-{typed.pk}"
+    rita.fill(f"{card} input[data-key=to]", "rita@example.com")
+    rita.context.clear_cookies(name="sessionid")
+    rita.click(f"{card} .btn-edit")
+    rita.wait_for_url("**/login/?next=*")
+    assert len(drafts_in(rita)) == 1
+    services.interrupt_resolve(
+        interrupt_id=typed.pk,
+        user=second_reviewer,
+        response_type="edit",
+        args={"action": "send_email", "args": {"to": "sam@example.com"}},
+    )
+    rita.fill("#id_username", "rita")
+    rita.fill("#id_password", "pw-rita")
+    rita.click("button[type=submit]")
+    rita.wait_for_url(f"**/threads/{thread.pk}/")
+    assert rita.input_value(f"{card} input[data-key=to]") != "rita@example.com"
+    note = rita.inner_text(f"{card} .restored-draft")
+    assert "not restored: the args changed since" in note
+    assert drafts_in(rita) == []
+    typed.refresh_from_db()
+    assert typed.approval_args == {"to": "sam@example.com"}
+    assert rita.errors == []

@@ -110,3 +110,15 @@ def arg_peek(row):
 
     return peek_args(row.args, row.args_schema)
 
+
+@register.filter
+def args_digest(row) -> str:
+    """A short fingerprint of the args a card shows (and of its four-eyes round): a draft
+    typed over other args is never put back."""
+    import hashlib
+    import json
+
+    from hitl.core.quorum import current_args
+
+    text = json.dumps([current_args(row), row.approval_round], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
