@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from hitl.core import services
-from hitl.core.bulk import MAX_BULK_ITEMS, interrupt_bulk_decide, parse_ids
+from hitl.core import decisions
+from hitl.core.decisions.bulk import MAX_BULK_ITEMS, interrupt_bulk_decide, parse_ids
 from hitl.core.errors import Invalid, ServiceError, check_json
 from hitl.review.forms import InboxFilterForm
 from hitl.review.selectors import (
@@ -119,7 +119,7 @@ def interrupt_bulk_undo(request):
     undone, refused = [], []
     for pk in ids:
         try:
-            services.interrupt_undo(interrupt_id=pk, user=request.user)
+            decisions.interrupt_undo(interrupt_id=pk, user=request.user)
         except ServiceError as exc:
             refused.append({"id": str(pk), "reason": exc.message})
         else:
@@ -134,6 +134,4 @@ def interrupt_bulk_undo(request):
     else:
         message = f"Nothing undone: {refused[0]['reason'] if refused else 'no items.'}"
     status = 200 if undone else 409
-    return JsonResponse(
-        {"undone": undone, "refused": refused, "message": message}, status=status
-    )
+    return JsonResponse({"undone": undone, "refused": refused, "message": message}, status=status)

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from hitl.core import claims, services
+from hitl.core import decisions
+from hitl.core.decisions import claims
 from hitl.core.models import HumanInterrupt
 from tests.conftest import wait_for
 from tests.review import test_browser as base
@@ -207,7 +208,7 @@ def test_bulk_asks_first_names_each_thread_and_can_be_undone(
 def test_bulk_undo_refuses_what_is_not_the_users_own(client_for, reviewer, second_reviewer, paused):
     """The endpoint behind Undo all: someone else's decision, or garbage, changes nothing."""
     _, (row,) = paused(user=reviewer, values=[human_interrupt()])
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk, user=second_reviewer, response_type="accept", grace=30
     )
     rita = client_for(reviewer)
@@ -277,7 +278,7 @@ def test_a_draft_is_kept_only_when_the_send_failed_and_never_over_changed_args(
     rita.click(f"{card} .btn-edit")
     rita.wait_for_url("**/login/?next=*")
     assert len(drafts_in(rita)) == 1
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=typed.pk,
         user=second_reviewer,
         response_type="edit",

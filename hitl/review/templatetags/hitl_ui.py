@@ -118,7 +118,7 @@ def args_digest(row) -> str:
     import hashlib
     import json
 
-    from hitl.core.quorum import current_args
+    from hitl.core.decisions.quorum import current_args
 
     text = json.dumps([current_args(row), row.approval_round], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

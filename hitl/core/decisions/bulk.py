@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hitl.core import services
+from hitl.core import decisions
 from hitl.core.errors import Conflict, Invalid, ServiceError
 from hitl.core.models import HumanInterrupt
 
@@ -73,7 +73,7 @@ def interrupt_bulk_decide(
             )
             continue
         try:
-            decided = services.interrupt_resolve(
+            decided = decisions.interrupt_resolve(
                 interrupt_id=pk,
                 user=user,
                 response_type=response_type,
@@ -86,6 +86,6 @@ def interrupt_bulk_decide(
         except ServiceError as exc:
             results.append(BulkResult(str(pk), row, "refused", exc.message))
         else:
-            row.undo_until = decided.undo_until
+            row.undo_until = decided.row.undo_until
             results.append(BulkResult(str(pk), row, "decided"))
     return results
