@@ -144,7 +144,7 @@ def _render_thread(request, thread: Thread, *, failed=None, lost=None, status: i
         if failed and failed[0].pk == row.pk:
             extra = {"form": failed[1], "error": failed[2]}
         context = partials.interrupt_context(
-            row, can_answer=user_can_review(request.user, row), **extra
+            row, can_answer=user_can_review(request.user, row), user=request.user, **extra
         )
         cards.append(context)
     context = partials.thread_context(thread, request.user)

@@ -295,3 +295,86 @@ def test_a_draft_is_kept_only_when_the_send_failed_and_never_over_changed_args(
     typed.refresh_from_db()
     assert typed.approval_args == {"to": "sam@example.com"}
     assert rita.errors == []
+
+
+# --- four-eyes as a reviewer expects --------------------------------------------------------
+
+
+def test_four_eyes_two_reviewers_an_edit_arrives_live_and_a_stale_page_cannot_revert_it(
+    asgi_server, browser_page, reviewer, second_reviewer, reviewers_group, settings
+):
+    from tests.conftest import _make_user
+
+    settings.HITL_EXECUTOR = "manual"
+    _make_user("tess", reviewers_group)
+    # Rita asked for the transfer: she reviews in this group but may not approve it.
+    thread, (row,) = open_interrupts(
+        user=reviewer,
+        values=[
+            human_interrupt(
+                "wire_transfer",
+                {"iban": "DE89 3704", "amount": 12000},
+                approvals={"required": 2},
+            )
+        ],
+        title="Pay the supplier",
+    )
+    card = f"#interrupt-{row.pk}"
+    url = f"/threads/{thread.pk}/"
+    rita = browser_page(asgi_server, "rita")
+    sam = browser_page(asgi_server, "sam")
+    tess = browser_page(asgi_server, "tess")  # three browser contexts, three sessions
+    stale = browser_page(asgi_server, "tess")
+    for page in (rita, sam, tess, stale):
+        page.goto(url)
+        page.wait_for_selector("#live-indicator[data-state=live]")
+    mark_no_reload(tess)
+
+    # The requester is not offered Approve: disabled, and the card says why.
+    assert rita.is_disabled(f"{card} .btn-accept") and rita.is_disabled(f"{card} .btn-edit")
+    assert "You requested this thread" in rita.inner_text(f"{card} .approve-refusal")
+    assert rita.is_enabled(f"{card} .btn-ignore")
+    base.shot(rita, "trust-four-eyes-requester")
+
+    # A page that stops hearing the socket keeps the old args (as a tab asleep would).
+    stale.evaluate("() => window.HITL.thread.stop()")
+
+    # Tess starts typing; sam edits the amount and approves it.
+    tess.fill(f"{card} input[data-key=iban]", "DE00 TESS")
+    sam.fill(f"{card} input[data-key=amount]", "9000")
+    with sam.expect_navigation():
+        sam.click(f"{card} .btn-edit")
+    assert "Approval recorded (1 of 2 approvals)" in sam.inner_text(".flashes")
+    assert sam.is_disabled(f"{card} .btn-accept")  # sam has approved these args
+    assert "approved these args already" in sam.inner_text(f"{card} .approve-refusal")
+
+    # Tess's page gets the new args live, the change highlighted, her typing set aside.
+    tess.wait_for_selector(f"{card} .args-changed")
+    assert "edited by sam (amount)" in tess.inner_text(f"{card} .args-changed")
+    assert tess.input_value(f"{card} input[data-key=amount]") == "9000"
+    assert tess.input_value(f"{card} input[data-key=iban]") == "DE89 3704"
+    assert tess.locator(f"{card} .field.changed").count() == 1
+    assert "iban: DE00 TESS" in tess.input_value(f"{card} textarea.lost-typed")
+    assert_not_reloaded = base.assert_not_reloaded
+    assert_not_reloaded(tess)
+    base.shot(tess, "trust-four-eyes-live-edit")
+
+    # The stale page sends the old args: refused, and nothing is put back to resend.
+    assert stale.input_value(f"{card} input[data-key=amount]") == "12000"
+    with stale.expect_navigation():
+        stale.click(f"{card} .btn-edit")
+    assert "args were edited since you opened this" in stale.inner_text(".flashes")
+    assert stale.input_value(f"{card} input[data-key=amount]") == "9000"
+    assert stale.locator(".restored-draft").count() == 0
+    row.refresh_from_db()
+    assert row.status == "pending" and row.approval_args["amount"] == 9000
+
+    # Tess approves sam's args: resolved, and the edit is credited to sam.
+    with tess.expect_navigation():
+        tess.click(f"{card} .btn-accept")
+    row.refresh_from_db()
+    assert (row.status, row.response_type) == ("resolved", "edit")
+    assert row.response_args["args"]["amount"] == 9000
+    decisions_panel = tess.inner_text("#section-runs .decisions")
+    assert "edited by sam · approved by sam, tess" in decisions_panel
+    assert not (rita.errors or sam.errors or tess.errors or stale.errors)
