@@ -167,7 +167,8 @@
       const note = document.createElement("p");
       note.className = "form-error";
       note.setAttribute("role", "alert");
-      note.textContent = "Already answered by " + respondedBy + "." + (typed ? " Your decision was not applied." : "");
+      // Nothing was sent from this page: say what is so, not that a decision failed.
+      note.textContent = "Already answered by " + respondedBy + "." + (typed ? " What you typed here was not sent." : "");
       if (form) form.replaceWith(note); else card.appendChild(note);
       card.querySelectorAll(".note-hint").forEach(function (el) { el.remove(); });
       card.dataset.allowed = "";
@@ -177,7 +178,7 @@
         // Keep the card: what the reviewer typed stays here to copy until dismissed.
         const label = document.createElement("label");
         label.className = "small";
-        label.textContent = "What you typed (not applied; copy it if you need it)";
+        label.textContent = "What you typed (not sent; copy it if you need it)";
         const box = document.createElement("textarea");
         box.className = "lost-typed";
         box.readOnly = true;
