@@ -60,6 +60,13 @@ class InboxFilterForm(forms.Form):
         self.fields["group"].choices = [("", "all groups")] + [(g.pk, g.name) for g in groups]
         self.fields["graph"].choices = [("", "all graphs")] + [(n, n) for n in registry.names()]
 
+    @property
+    def active_count(self) -> int:
+        """How many filters narrow the list (the phone's Filters button says so)."""
+        data = self.data
+        names = ("group", "graph", "clarification", "mine", "claimed", "snoozed")
+        return sum(1 for name in names if data.get(name))
+
     def query(self) -> InboxQuery:
         self.is_valid()
         data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}

@@ -154,6 +154,13 @@
   });
   if (filters) {
     filters.addEventListener("change", function () { filters.submit(); });
+    const toggle = document.getElementById("filters-toggle");
+    if (toggle) {
+      toggle.addEventListener("click", function () {
+        const open = filters.classList.toggle("open");
+        toggle.setAttribute("aria-expanded", open ? "true" : "false");
+      });
+    }
   }
 
   // --- live ---------------------------------------------------------------------------
