@@ -24,7 +24,7 @@ install-dev: $(BIN)/python
 run: install
 	$(BIN)/python manage.py migrate --noinput -v0
 	HITL_HOST=$(HOST) HITL_PORT=$(PORT) $(BIN)/python manage.py demo_setup
-	$(BIN)/daphne -b $(HOST) -p $(PORT) hitl.asgi:application
+	HITL_HOST=$(HOST) HITL_PORT=$(PORT) $(BIN)/daphne -b $(HOST) -p $(PORT) hitl.asgi:application
 
 services:
 	scripts/ensure-services

@@ -403,7 +403,12 @@ EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "hitl@localhost")
 # Where links in messages point (the reviewers' address of this app).
-HITL_PUBLIC_URL = envstr("HITL_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Links in notifications follow the port HITL serves on (HITL_HOST / HITL_PORT, which
+# `make run PORT=…` sets) unless the public URL is given.
+HITL_PUBLIC_URL = envstr(
+    "HITL_PUBLIC_URL",
+    f"http://{envstr('HITL_HOST', '127.0.0.1')}:{envint('HITL_PORT', 8000)}",
+).rstrip("/")
 # New items arriving within this many seconds go out as one message (a fan-out: one digest).
 HITL_NOTIFY_BATCH_SECONDS = envfloat("HITL_NOTIFY_BATCH_SECONDS", 5.0)
 HITL_NOTIFY_MAX_ATTEMPTS = envint("HITL_NOTIFY_MAX_ATTEMPTS", 5)

@@ -45,6 +45,7 @@ urlpatterns = [
     ),
     path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
     path("interrupts/bulk/", bulk_views.interrupt_bulk, name="interrupt-bulk"),
+    path("interrupts/bulk/undo/", bulk_views.interrupt_bulk_undo, name="interrupt-bulk-undo"),
     path("interrupts/<uuid:interrupt_id>/decide/", views.interrupt_decide, name="interrupt-decide"),
     path("interrupts/<uuid:interrupt_id>/undo/", views.interrupt_undo, name="interrupt-undo"),
     path(

@@ -152,7 +152,9 @@ def _summary(event: AuditEvent) -> str:
         )
     if kind == Kind.INTERRUPT_ANSWERED:
         grace = (
-            f" (undo possible for {data['grace_seconds']:g} s)" if data.get("grace_seconds") else ""
+            f" (with a {data['grace_seconds']:g} s undo window)"
+            if data.get("grace_seconds")
+            else ""
         )
         by_rule = f" by rule {data['rule']} v{data.get('rule_version')}" if data.get("rule") else ""
         return (

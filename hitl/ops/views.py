@@ -294,6 +294,7 @@ DECISION_COLORS = {
     "ignore": "#868e96",
     "auto-ignore": "#ced4da",
     "auto-response": "#ffd8a8",
+    "rule": "#9775fa",  # decided by a decision rule: not a person's accept
 }
 BAR_AREA = 520  # px available for bars in the SVG charts
 
@@ -320,15 +321,20 @@ def _decisions_chart(since) -> dict[str, Any]:
     rows = (
         HumanInterrupt.objects.filter(responded_at__gte=since)
         .exclude(response_type="")
-        .values_list("reviewer_group__name", "thread__graph", "status", "response_type")
+        .values_list(
+            "reviewer_group__name", "thread__graph", "status", "response_type", "decided_by_rule"
+        )
         .annotate(n=Count("pk"))
         .order_by()
     )
     bars: dict[tuple[str, str], dict[str, int]] = {}
-    for group, graph, status, response_type, n in rows:
-        label = (
-            response_type if status == HumanInterrupt.Status.RESOLVED else f"auto-{response_type}"
-        )
+    for group, graph, status, response_type, rule, n in rows:
+        if rule:
+            label = "rule"
+        elif status == HumanInterrupt.Status.RESOLVED:
+            label = response_type
+        else:
+            label = f"auto-{response_type}"
         counts = bars.setdefault((group or "none", graph), {})
         counts[label] = counts.get(label, 0) + n
     biggest = max((sum(c.values()) for c in bars.values()), default=0)
@@ -366,7 +372,7 @@ def _decisions_chart(since) -> dict[str, Any]:
         "bars": chart,
         "height": max(len(chart) * 34, 34),
         "legend": [
-            {"kind": k, "color": c, "x": i * 110}
+            {"kind": k, "color": c, "x": (i % 4) * 130, "y": (i // 4) * 18}
             for i, (k, c) in enumerate(DECISION_COLORS.items())
         ],
     }

@@ -19,7 +19,12 @@ from django.views.decorators.http import require_POST
 from hitl.core import decisions, errors
 from hitl.core.access.permissions import thread_for_viewer, user_can_review
 from hitl.core.models import HumanInterrupt, Thread
-from hitl.review.selectors import InboxQuery, interrupt_label, pending_interrupts_for
+from hitl.review.selectors import (
+    InboxQuery,
+    free_for,
+    interrupt_label,
+    pending_interrupts_for,
+)
 
 BULK_TYPES = {"accept": "Accept", "ignore": "Ignore"}
 DONE_WORDS = {"accept": "Accepted", "ignore": "Ignored"}
@@ -79,7 +84,7 @@ def batch_context(thread: Thread, user) -> dict[str, Any]:
     following = None
     if not pending:
         following = (
-            pending_interrupts_for(user, InboxQuery())
+            free_for(user, pending_interrupts_for(user, InboxQuery()))
             .exclude(thread_id=thread.pk)
             .order_by("-created_at", "-pk")
             .first()

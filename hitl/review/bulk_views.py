@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections import Counter
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
-from hitl.core.decisions.bulk import MAX_BULK_ITEMS, interrupt_bulk_decide
-from hitl.core.errors import Invalid, check_json
+from hitl.core import decisions
+from hitl.core.decisions.bulk import MAX_BULK_ITEMS, interrupt_bulk_decide, parse_ids
+from hitl.core.errors import Invalid, ServiceError, check_json
 from hitl.review.forms import InboxFilterForm
 from hitl.review.selectors import (
     interrupt_label,
@@ -61,6 +64,7 @@ def interrupt_bulk(request):
             interrupt_ids=ids,
             response_type=request.POST.get("type", ""),
             text=request.POST.get("text", ""),
+            grace=settings.HITL_UNDO_SECONDS,
         )
     except Invalid as exc:
         return JsonResponse({"error": exc.message}, status=400)
@@ -72,6 +76,7 @@ def interrupt_bulk(request):
             "word": OUTCOME_WORDS[result.outcome],
             "reason": result.reason,
             "label": interrupt_label(result.row) if result.row else "",
+            "thread": (result.row.thread.title or str(result.row.thread_id)) if result.row else "",
             "href": (
                 reverse("thread", args=[result.row.thread_id]) + f"#interrupt-{result.row.pk}"
                 if result.row
@@ -80,12 +85,54 @@ def interrupt_bulk(request):
         }
         for result in results
     ]
+    # The same grace period as a single decision: one Undo for every item just decided.
+    until = [r.row.undo_until for r in results if r.outcome == "decided" and r.row.undo_until]
+    undo = (
+        {
+            "url": reverse("interrupt-bulk-undo"),
+            "ids": [r.interrupt_id for r in results if r.outcome == "decided"],
+            "seconds": max(0.0, (min(until) - timezone.now()).total_seconds()),
+        }
+        if until
+        else None
+    )
     html = render_to_string(
         "hitl/partials/bulk_results.html",
         {
             "items": items,
             "summary": [(o, w, counts[o]) for o, w in OUTCOME_WORDS.items() if counts[o]],
+            "undo": undo,
         },
         request=request,
     )
-    return JsonResponse({"counts": dict(counts), "results": items, "html": html})
+    return JsonResponse({"counts": dict(counts), "results": items, "html": html, "undo": undo})
+
+
+@login_required
+@require_POST
+def interrupt_bulk_undo(request):
+    """Take back the user's own bulk decisions while their grace period lasts."""
+    try:
+        check_json(dict(request.POST.lists()), "body")
+        ids = parse_ids(request.POST.getlist("ids"))
+    except Invalid as exc:
+        return JsonResponse({"error": exc.message}, status=400)
+    undone, refused = [], []
+    for pk in ids:
+        try:
+            decisions.interrupt_undo(interrupt_id=pk, user=request.user)
+        except ServiceError as exc:
+            refused.append({"id": str(pk), "reason": exc.message})
+        else:
+            undone.append(str(pk))
+    if undone and not refused:
+        message = f"Undone: {len(undone)} item{'s' if len(undone) != 1 else ''} wait again."
+    elif undone:
+        message = (
+            f"Undone: {len(undone)}; not undone: {len(refused)} "
+            f"({refused[0]['reason'].rstrip('.')})."
+        )
+    else:
+        message = f"Nothing undone: {refused[0]['reason'] if refused else 'no items.'}"
+    status = 200 if undone else 409
+    return JsonResponse({"undone": undone, "refused": refused, "message": message}, status=status)

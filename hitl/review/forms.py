@@ -61,6 +61,13 @@ class InboxFilterForm(forms.Form):
         self.fields["group"].choices = [("", "all groups")] + [(g.pk, g.name) for g in groups]
         self.fields["graph"].choices = [("", "all graphs")] + [(n, n) for n in registry.names()]
 
+    @property
+    def active_count(self) -> int:
+        """How many filters narrow the list (the phone's Filters button says so)."""
+        data = self.data
+        names = ("group", "graph", "clarification", "mine", "claimed", "snoozed")
+        return sum(1 for name in names if data.get(name))
+
     def query(self, *, strict: bool = False) -> InboxQuery:
         """The filter as a query. With `strict`, Invalid for any field that does not
         validate: dropping it would widen what the filter matches (a group the user is

@@ -21,7 +21,7 @@ from hitl.core.access.permissions import (
 from hitl.core.audit import audit_for_thread
 from hitl.core.decisions import quorum
 from hitl.core.live import events
-from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.models import Approval, HumanInterrupt, Run, Thread
 from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
@@ -35,12 +35,29 @@ from hitl.review.selectors import (
 )
 
 
+def approve_refusal(row: HumanInterrupt, user) -> str:
+    """Why `user` may not approve this four-eyes item's args ("" when they may; the
+    requester's own refusal is said by the page, which knows who is looking)."""
+    groups = (row.approval_policy or {}).get("from_groups") or []
+    if user is None or row.approvals_required < 2 or not groups:
+        return ""
+    if user.groups.filter(name__in=groups).exists():
+        return ""
+    return f"Approvals for this action must come from: {', '.join(groups)}."
+
+
 def interrupt_context(
-    row: HumanInterrupt, *, can_answer: bool, form: DecisionForm | None = None, error: str = ""
+    row: HumanInterrupt,
+    *,
+    can_answer: bool,
+    form: DecisionForm | None = None,
+    error: str = "",
+    user=None,
 ) -> dict[str, Any]:
     form = form or DecisionForm(interrupt=row)
     raw = row.raw_value
     return {
+        "approve_refused": approve_refusal(row, user) if can_answer else "",
         "row": row,
         "form": form,
         "error": error,
@@ -95,6 +112,31 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         "final_json": pretty_json(final) if final not in (None, {}) else "",
         "response_text": answer if row.response_type == "response" else "",
     }
+
+
+def credit_editors(rows: list[HumanInterrupt]) -> None:
+    """Four-eyes items that ended edited: set `edited_by` (who changed the args) and
+    `approvers` (who approved them), so the last approver is not credited with the edit."""
+    four_eyes = [
+        r for r in rows if r.approvals_required > 1 and r.response_type in ("accept", "edit")
+    ]
+    if not four_eyes:
+        return
+    by_row: dict[Any, list[Approval]] = {}
+    for approval in (
+        Approval.objects.filter(interrupt__in=four_eyes)
+        .select_related("user")
+        .order_by("created_at", "id")
+    ):
+        by_row.setdefault(approval.interrupt_id, []).append(approval)
+    for row in four_eyes:
+        final = [a for a in by_row.get(row.pk, []) if a.round == row.approval_round]
+        names = [a.rule_label or (a.user.get_username() if a.user else "?") for a in final]
+        row.approvers = names
+        editors = [a for a in final if a.edited]
+        if editors:
+            first = editors[0]
+            row.edited_by = first.rule_label or (first.user.get_username() if first.user else "?")
 
 
 def interrupt_card(row: HumanInterrupt, *, can_answer: bool, request=None, **extra) -> str:
@@ -163,6 +205,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     for row in decided:
         row.response_json = pretty_json(row.response_args) if row.response_args is not None else ""
     label_decided(decided)
+    credit_editors(decided)
     final = thread_final_result(thread)
     failed = thread_failed_actions(thread)
     mark_failed_actions(runs, failed)
@@ -259,6 +302,9 @@ def thread_sections(thread: Thread, user, request=None) -> dict[str, str]:
 
 def thread_interrupt_cards(thread: Thread, user, request=None) -> list[tuple[HumanInterrupt, str]]:
     return [
-        (row, interrupt_card(row, can_answer=user_can_review(user, row), request=request))
+        (
+            row,
+            interrupt_card(row, can_answer=user_can_review(user, row), request=request, user=user),
+        )
         for row in thread_pending_interrupts(thread)
     ]

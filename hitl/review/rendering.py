@@ -229,3 +229,35 @@ def csv_preview(data: bytes, *, max_rows: int = 50, max_cols: int = 20) -> dict[
         rows.append(row[:max_cols])
     header, body = (rows[0], rows[1:]) if rows else ([], [])
     return {"header": header, "rows": body, "truncated": truncated}
+
+
+PEEK_ARGS = 3
+PEEK_CHARS = 60
+SUMMARY_KEY = "x-hitl-summary"  # a tool's args schema may name the args that matter
+
+
+@dataclass
+class ArgPeek:
+    """The few args an inbox row shows, and the keys (or cut values) it leaves unseen."""
+
+    shown: list[tuple[str, str]]
+    unseen: list[str]
+
+
+def peek_args(args: Any, schema: Any, limit: int = PEEK_ARGS) -> ArgPeek:
+    """The args that matter (the schema's `x-hitl-summary` list, else the first ones) as
+    short text; `unseen` names every arg the row does not show in full."""
+    if not isinstance(args, dict) or not args:
+        return ArgPeek([], [])
+    wanted = schema.get(SUMMARY_KEY) if isinstance(schema, dict) else None
+    keys = [k for k in wanted if k in args] if isinstance(wanted, list) else []
+    keys = (keys or list(args))[:limit]
+    shown, unseen = [], [str(k) for k in args if k not in keys]
+    for key in keys:
+        value = args[key]
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = " ".join(text.split())
+        if len(text) > PEEK_CHARS or text != (value if isinstance(value, str) else text):
+            unseen.append(f"{key} (in full)")
+        shown.append((str(key), text[: PEEK_CHARS - 1] + "…" if len(text) > PEEK_CHARS else text))
+    return ArgPeek(shown, unseen)

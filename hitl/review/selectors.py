@@ -227,17 +227,34 @@ def reviewer_groups_for_filter(user) -> list[Group]:
     return list(Group.objects.filter(pk__in=user_group_ids(user)).order_by("name"))
 
 
-def next_pending_for(user, after: HumanInterrupt) -> HumanInterrupt | None:
-    """What to open after deciding `after`: the same thread first, then further down the inbox."""
-    same_thread = (
+def free_for(user, qs: QuerySet[HumanInterrupt]) -> QuerySet[HumanInterrupt]:
+    """The items of `qs` this user may pick up next: none another reviewer has claimed,
+    none the user set aside ("not now")."""
+    return filter_claims(qs, "unclaimed_or_mine", user).exclude(snoozed_by(user))
+
+
+def next_pending_for(user, after: HumanInterrupt | None = None) -> HumanInterrupt | None:
+    """What to offer after deciding `after` (or for the "n" key): the same thread first,
+    then further down the inbox; never an item someone else is on or the user set aside."""
+    if after is None:
+        return (
+            free_for(user, pending_interrupts_for(user, InboxQuery()))
+            .order_by("-created_at", "-pk")
+            .first()
+        )
+    same_thread = free_for(
+        user,
         HumanInterrupt.objects.filter(thread_id=after.thread_id, status="pending")
+        .exclude(pk=after.pk)
         .select_related("thread")
-        .in_order()
+        .in_order(),
     )
     for row in same_thread:
         if user_can_review(user, row):
             return row
-    mine = pending_interrupts_for(user, InboxQuery()).exclude(thread_id=after.thread_id)
+    mine = free_for(user, pending_interrupts_for(user, InboxQuery())).exclude(
+        thread_id=after.thread_id
+    )
     older = mine.filter(created_at__lt=after.created_at).order_by("-created_at", "-pk").first()
     return older or mine.order_by("-created_at", "-pk").first()
 

@@ -31,14 +31,12 @@ from hitl.review.selectors import (
     INLINE_IMAGE_TYPES,
     TABS,
     THREAD_TABS,
-    InboxQuery,
     artifact_mime,
     artifact_open,
     inbox_page,
     interrupt_label,
     next_pending_for,
     pending_count_for,
-    pending_interrupts_for,
     reviewer_groups_for_filter,
 )
 from hitl.review.start_form import StartThreadForm
@@ -146,12 +144,15 @@ def _render_thread(request, thread: Thread, *, failed=None, lost=None, status: i
         if failed and failed[0].pk == row.pk:
             extra = {"form": failed[1], "error": failed[2]}
         context = partials.interrupt_context(
-            row, can_answer=user_can_review(request.user, row), **extra
+            row, can_answer=user_can_review(request.user, row), user=request.user, **extra
         )
         cards.append(context)
     context = partials.thread_context(thread, request.user)
     context["cards"] = cards
     context["follow"] = request.session.pop("hitl_follow", None) == str(thread.pk)
+    offered = request.session.pop("hitl_next", None)
+    if isinstance(offered, dict) and offered.get("after") == str(thread.pk):
+        context["next_item"] = offered
     if lost:
         context["lost"] = {**partials.outcome_context(lost[0]), "typed": lost[1]}
     return render(request, "hitl/thread.html", context, status=status)
@@ -250,33 +251,43 @@ def interrupt_decide(request, interrupt_id):
     following = next_pending_for(request.user, row)
     batch = batch_of(row)
     label = {"response": "Answer sent", "edit": "Edited and approved", "accept": "Approved"}
-    done = f"{label.get(response_type, 'Ignored')}: {item_label(row, batch)}"
+    named = f"{item_label(row, batch)} on “{row.thread.title or row.thread_id}”"
+    done = f"{label.get(response_type, 'Ignored')}: {named}"
     if len(batch) > 1 and following is not None and following.thread_id != row.thread_id:
-        # The last of several parallel items: stay and watch the agent resume; the page
-        # links the next item.
-        following = None
         done += f"; all {len(batch)} answered, the agent resumes"
-    next_url = (
-        reverse("thread", args=[following.thread_id]) + f"#interrupt-{following.pk}"
-        if following
-        else thread_url
-    )
     progress = answer.progress
     if progress is not None:  # four-eyes: still pending until the quorum is met
-        done = (
-            f"Approval recorded ({progress.approvals} of {progress.required} approvals): "
-            f"{item_label(row, batch)}"
-        )
+        done = f"Approval recorded ({progress.approvals} of {progress.required} approvals): {named}"
     undo = undo_info(answer.row)
+    # The page stays on this thread (its agent resumes here); another thread's item is
+    # only offered as a link, never opened: a decision acts on what the reviewer has seen.
+    stay = thread_url
+    if following is not None and following.thread_id == row.thread_id:
+        stay += f"#interrupt-{following.pk}"
+    offered = following if following is not None and following.thread_id != row.thread_id else None
     if as_json:
         return JsonResponse(
-            {"ok": True, "next": next_url, "message": _sentence(done), "undo": undo}
+            {
+                "ok": True,
+                "next": _next_href(offered) if offered else stay,
+                "message": _sentence(done),
+                "undo": undo,
+            }
         )
-    moved = following is not None and following.thread_id != row.thread_id
-    where = f" on “{row.thread.title}”; here is the next one" if moved else ""
+    if offered is not None and len(batch) < 2:  # a batch's own line links the next item
+        request.session["hitl_next"] = {
+            "href": _next_href(offered),
+            "label": interrupt_label(offered),
+            "thread": offered.thread.title or str(offered.thread_id),
+            "after": str(row.thread_id),
+        }
     tags = f"undo undo-{answer.row.pk}-{undo['until_ms']}" if undo else ""
-    messages.success(request, _sentence(done + where), extra_tags=tags)
-    return redirect(next_url)
+    messages.success(request, _sentence(done), extra_tags=tags)
+    return redirect(stay)
+
+
+def _next_href(row: HumanInterrupt) -> str:
+    return reverse("thread", args=[row.thread_id]) + f"#interrupt-{row.pk}"
 
 
 def _approval_round(request) -> int | None:
@@ -343,7 +354,7 @@ def interrupt_outcome(request, interrupt_id):
 @require_GET
 def interrupt_next(request):
     """Open the newest pending item routed to the user (the "n" key)."""
-    row = pending_interrupts_for(request.user, InboxQuery()).order_by("-created_at", "-pk").first()
+    row = next_pending_for(request.user)
     if row is None:
         messages.info(request, "Nothing waits for you.")
         return redirect("home")

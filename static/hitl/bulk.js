@@ -45,6 +45,53 @@
     bar.querySelectorAll("[data-bulk]").forEach(function (button) { button.disabled = busy || n === 0; });
   }
   const me = document.body.dataset.user || "";
+  // Up to this many items are decided at once; more ask first, naming some of them.
+  const CONFIRM_ABOVE = 3;
+  const VERBS = { accept: "Accept", ignore: "Ignore", response: "Send the answer to" };
+  function confirmText(type, n, chosen) {
+    const names = chosen.filter(Boolean).slice(0, 5).map(function (row) {
+      const link = row.querySelector("a.title");
+      return "• " + (link ? link.textContent.replace(/\s+/g, " ").trim() : "item") + " on “" + row.dataset.title + "”";
+    });
+    const more = n - names.length;
+    return VERBS[type] + " " + n + " items?\n" + names.join("\n") + (more > 0 ? "\n… and " + more + " more" : "");
+  }
+  // The results' "Undo all" lasts as long as a single decision's Undo.
+  function armBulkUndo() {
+    const box = results.querySelector(".bulk-undo");
+    if (!box) return;
+    const button = box.querySelector("button");
+    const countdown = box.querySelector(".countdown");
+    const end = Date.now() + (parseFloat(box.dataset.seconds) || 0) * 1000;
+    const timer = setInterval(tick, 250);
+    function tick() {
+      const left = Math.ceil((end - Date.now()) / 1000);
+      if (left > 0) { countdown.textContent = "(" + left + " s)"; return; }
+      clearInterval(timer);
+      box.textContent = "Sent to the agent.";
+      box.className = "muted small";
+    }
+    tick();
+    button.addEventListener("click", async function () {
+      button.disabled = true;
+      const body = new URLSearchParams();
+      box.dataset.ids.split(" ").forEach(function (id) { body.append("ids", id); });
+      body.set("csrfmiddlewaretoken", HITL.csrfToken());
+      try {
+        const response = await fetch(box.dataset.url, {
+          method: "POST", body: body, credentials: "same-origin", headers: { Accept: "application/json" },
+        });
+        const data = await response.json();
+        clearInterval(timer);
+        box.textContent = data.message || data.error || "That did not work.";
+        box.className = response.ok ? "small" : "small form-error";
+        HITL.toast(box.textContent, response.ok ? {} : { kind: "warn" });
+      } catch (e) {
+        button.disabled = false;
+        HITL.toast("Network error; try again.", { kind: "warn" });
+      }
+    });
+  }
   function claimedByOthers(rowsToCheck) {
     return rowsToCheck.filter(function (row) {
       const chip = row && row.querySelector(".chip.claim[data-claimed-by]");
@@ -115,6 +162,8 @@
       : Array.from(picked).map(function (id) { return document.getElementById("row-" + id); });
     const taken = claimedByOthers(chosen);
     if (taken.length && !window.confirm(taken.length + " of the selected items " + (taken.length === 1 ? "is" : "are") + " claimed by someone else. Decide anyway?")) return;
+    const n = matching !== null ? matching.count : picked.size;
+    if (n > CONFIRM_ABOVE && !window.confirm(confirmText(type, n, chosen))) return;
     const body = matching !== null ? filterParams() : new URLSearchParams();
     if (matching !== null) body.set("scope", "filter");
     else picked.forEach(function (id) { body.append("ids", id); });
@@ -131,6 +180,7 @@
       const data = await response.json();
       if (!response.ok) { HITL.toast(data.error || "That did not work.", { kind: "warn" }); return; }
       results.innerHTML = data.html;
+      armBulkUndo();
       data.results.forEach(function (item) {
         // Decided or answered elsewhere: gone from the pending list (the live event agrees).
         if (item.outcome === "decided" || item.outcome === "answered") {

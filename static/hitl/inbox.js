@@ -118,6 +118,12 @@
           HITL.toast("This request does not allow " + type + ".", { kind: "warn" });
           break;
         }
+        // Approving runs the args as proposed: ask once when the row leaves some unseen.
+        if (type === "accept" && row.dataset.unseen && !HITL.seenArgs(row.dataset.id) &&
+            !window.confirm("Approve " + row.dataset.action + " on “" + row.dataset.title + "” without seeing all its args?\n" +
+              "Not shown here: " + row.dataset.unseen + ".\nOK approves as proposed; Cancel leaves it (Enter opens it).")) {
+          break;
+        }
         decide(row, type);
         break;
       }
@@ -148,6 +154,13 @@
   });
   if (filters) {
     filters.addEventListener("change", function () { filters.submit(); });
+    const toggle = document.getElementById("filters-toggle");
+    if (toggle) {
+      toggle.addEventListener("click", function () {
+        const open = filters.classList.toggle("open");
+        toggle.setAttribute("aria-expanded", open ? "true" : "false");
+      });
+    }
   }
 
   // --- live ---------------------------------------------------------------------------

@@ -277,10 +277,24 @@
       swallow(event);
       return;
     }
-    if (event.key === "n") { swallow(event); location.href = "/interrupts/next/"; return; }
+    if (event.key === "n") {
+      // The item the page offers by name, else the newest one nobody else is on.
+      const offered = document.querySelector("#next-item a");
+      swallow(event);
+      location.href = offered ? offered.href : "/interrupts/next/";
+      return;
+    }
     // A held key repeats: never let that turn into a string of decisions.
     if (event.repeat) swallow(event);
   });
+
+  // Items whose full args this tab has shown on a thread page (thread.js marks them).
+  HITL.markSeen = function (id) {
+    try { sessionStorage.setItem("hitl:seen:" + id, "1"); } catch (e) { /* storage off */ }
+  };
+  HITL.seenArgs = function (id) {
+    try { return sessionStorage.getItem("hitl:seen:" + id) === "1"; } catch (e) { return false; }
+  };
 
   // Decision keys act only on an item the reviewer can see selected.
   HITL.isVisiblySelected = function (el) {

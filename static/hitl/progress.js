@@ -32,7 +32,7 @@
     } else if (status === "done" || status === "idle") {
       html = "<b>Finished:</b> the run ended.";
     } else if (status === "error") {
-      html = "<b>Failed:</b> the run stopped with an error (see above).";
+      html = "<b>Failed:</b> the run stopped with an error (details below).";
     }
     if (outcome.dataset.html !== html) {
       outcome.dataset.html = html;

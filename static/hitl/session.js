@@ -22,6 +22,9 @@
   };
 
   // --- drafts: what a decision form held when it was sent ------------------------------
+  // A draft is taken as a decision form is sent ("sent"), and judged on the next page
+  // this tab loads: the login page or the stale-form page mean the send failed (the draft
+  // is kept to restore); any other page means the server answered (the draft is dropped).
   function save(form, submitter) {
     const card = form.closest("article.interrupt");
     if (!card) return;
@@ -33,16 +36,45 @@
     const thread = document.getElementById("thread");
     const draft = {
       at: Date.now(),
+      state: "sent",
       thread: thread ? thread.dataset.thread : "",
+      args: card.dataset.argsDigest || "",
       type: submitter && submitter.name === "type" ? submitter.value : "",
       values: values,
     };
     try { sessionStorage.setItem(PREFIX + card.dataset.interrupt, JSON.stringify(draft)); } catch (e) { /* full or off */ }
   }
-  document.addEventListener("submit", function (event) {
+  // Bubbling to the window: after every other submit handler, so a prompt the reviewer
+  // cancelled ("… is on it. Decide anyway?") sends nothing and keeps no draft.
+  window.addEventListener("submit", function (event) {
     const form = event.target;
-    if (form.matches && form.matches("article.interrupt form.decision")) save(form, event.submitter);
-  }, true);
+    if (event.defaultPrevented || !form.matches || !form.matches("article.interrupt form.decision")) return;
+    save(form, event.submitter);
+  });
+
+  function drafts() {
+    const found = [];
+    Object.keys(sessionStorage).forEach(function (key) {
+      if (key.indexOf(PREFIX) !== 0) return;
+      let draft = null;
+      try { draft = JSON.parse(sessionStorage.getItem(key)); } catch (e) { /* dropped below */ }
+      if (!draft || !draft.values || Date.now() - draft.at > MAX_AGE_MS) sessionStorage.removeItem(key);
+      else found.push({ key: key, id: key.slice(PREFIX.length), draft: draft });
+    });
+    return found;
+  }
+  function judge() {
+    const failedHere = !!document.querySelector("[data-send-failed]");
+    drafts().forEach(function (item) {
+      if (item.draft.state !== "sent") return;
+      if (failedHere) {
+        item.draft.state = "failed";
+        sessionStorage.setItem(item.key, JSON.stringify(item.draft));
+      } else {
+        sessionStorage.removeItem(item.key);  // answered: applied, refused or lost a race
+      }
+    });
+  }
 
   function restore(card, draft) {
     const form = card.querySelector("form.decision");
@@ -69,29 +101,33 @@
     form.prepend(note);
   }
 
-  // On a thread page: put back each draft whose item still waits; forget the others (they
-  // were sent, or someone else answered). A card the server re-rendered with an error
-  // already holds what was sent.
+  // On a thread page: put back each failed send whose item still waits with the args
+  // the draft was typed over; forget the others.
   function restoreAll() {
+    judge();
     const thread = document.getElementById("thread");
     if (!thread) return;
-    Object.keys(sessionStorage).forEach(function (key) {
-      if (key.indexOf(PREFIX) !== 0) return;
-      let draft = null;
-      try { draft = JSON.parse(sessionStorage.getItem(key)); } catch (e) { /* drop it */ }
-      const card = document.getElementById("interrupt-" + key.slice(PREFIX.length));
+    drafts().forEach(function (item) {
+      const draft = item.draft;
+      const card = document.getElementById("interrupt-" + item.id);
       const live = card && card.querySelector("form.decision");
-      if (!draft || Date.now() - draft.at > MAX_AGE_MS || (card && !live)) {
-        sessionStorage.removeItem(key);
-        return;
-      }
       if (!card) {
         // Another thread's item stays until its page is visited; this thread's is done.
-        if (draft.thread === thread.dataset.thread) sessionStorage.removeItem(key);
+        if (draft.thread === thread.dataset.thread) sessionStorage.removeItem(item.key);
         return;
       }
-      sessionStorage.removeItem(key);
-      if (!card.classList.contains("has-error")) restore(card, draft);
+      sessionStorage.removeItem(item.key);
+      if (!live || card.classList.contains("has-error")) return;
+      if ((card.dataset.argsDigest || "") !== (draft.args || "")) {
+        // Someone changed the args since: typing them back would revert their edit.
+        const note = document.createElement("p");
+        note.className = "note-hint restored-draft";
+        note.setAttribute("role", "status");
+        note.textContent = "What you typed before you were logged out was not restored: the args changed since. Review them as they are now.";
+        live.prepend(note);
+        return;
+      }
+      restore(card, draft);
     });
   }
   // After the page's own script has wired its cards (deferred scripts run before this).

@@ -35,9 +35,11 @@
   // --- forms inside cards ------------------------------------------------------------
   function wire(card) {
     HITL.fillCsrf(card);
+    if (card.dataset.interrupt) HITL.markSeen(card.dataset.interrupt);
     const form = card.querySelector("form.decision");
     if (!form || form.dataset.wired) return;
     form.dataset.wired = "1";
+    if (HITL.syncApprove) HITL.syncApprove(card);
     const accept = form.querySelector(".btn-accept");
     form.addEventListener("input", function (event) {
       const editor = event.target.closest(".args.editable");
@@ -82,7 +84,7 @@
     const note = card.querySelector(".respond textarea");
     const buttons = card.querySelectorAll(".btn-accept, .btn-edit, .btn-ignore, button.option");
     const hasNote = !!note && note.value.trim() !== "";
-    buttons.forEach(function (b) { b.disabled = hasNote; });
+    buttons.forEach(function (b) { b.disabled = hasNote || !!b.dataset.refused; });
     let hint = card.querySelector(".note-hint");
     if (hasNote && !hint && buttons.length) {
       hint = document.createElement("p");
@@ -165,7 +167,8 @@
       const note = document.createElement("p");
       note.className = "form-error";
       note.setAttribute("role", "alert");
-      note.textContent = "Already answered by " + respondedBy + "." + (typed ? " Your decision was not applied." : "");
+      // Nothing was sent from this page: say what is so, not that a decision failed.
+      note.textContent = "Already answered by " + respondedBy + "." + (typed ? " What you typed here was not sent." : "");
       if (form) form.replaceWith(note); else card.appendChild(note);
       card.querySelectorAll(".note-hint").forEach(function (el) { el.remove(); });
       card.dataset.allowed = "";
@@ -175,7 +178,7 @@
         // Keep the card: what the reviewer typed stays here to copy until dismissed.
         const label = document.createElement("label");
         label.className = "small";
-        label.textContent = "What you typed (not applied; copy it if you need it)";
+        label.textContent = "What you typed (not sent; copy it if you need it)";
         const box = document.createElement("textarea");
         box.className = "lost-typed";
         box.readOnly = true;
@@ -284,9 +287,68 @@
     }, 250);
   }
 
+  // Four-eyes: another approver edited the args. The card is replaced at once, with the
+  // changed fields highlighted; what this reviewer had typed over the old args is kept
+  // aside to copy, never left in a form that would send it (and revert the edit).
+  async function refreshEdited(message) {
+    const card = document.getElementById("interrupt-" + message.interrupt_id);
+    if (!card || !message.edited) return;
+    let data;
+    try {
+      const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!response.ok) { await sayIfSignedOut(response); return; }
+      data = await response.json();
+    } catch (e) { return; }
+    const item = data.interrupts.filter(function (i) { return i.id === message.interrupt_id; })[0];
+    const now = document.getElementById("interrupt-" + message.interrupt_id);
+    if (!item || !now) return;
+    const fresh = HITL.fragment(item.html);
+    if (fresh.dataset.argsDigest === now.dataset.argsDigest) return;
+    const changed = [];
+    fresh.querySelectorAll("[data-key]").forEach(function (field) {
+      const old = now.querySelector('[data-key="' + field.dataset.key + '"]');
+      const before = old ? (old.type === "checkbox" ? String(old.defaultChecked) : old.defaultValue) : null;
+      const after = field.type === "checkbox" ? String(field.defaultChecked) : field.defaultValue;
+      if (before !== after) {
+        changed.push(field.dataset.key);
+        const box = field.closest(".field");
+        if (box) box.classList.add("changed");
+      }
+    });
+    const typed = typedIn(now);
+    const editor = message.approvers && message.approvers.length ? message.approvers[0] : "another reviewer";
+    const note = document.createElement("p");
+    note.className = "args-changed";
+    note.setAttribute("role", "alert");
+    note.textContent = "The args were just edited by " + editor + (changed.length ? " (" + changed.join(", ") + ")" : "") +
+      "; earlier approvals were reset. Review them as they are now before you approve.";
+    const form = fresh.querySelector("form.decision");
+    if (form) form.prepend(note); else fresh.appendChild(note);
+    if (typed) {
+      const label = document.createElement("label");
+      label.className = "small";
+      label.textContent = "What you had typed over the old args (not sent; copy it if you need it)";
+      const box = document.createElement("textarea");
+      box.className = "lost-typed";
+      box.readOnly = true;
+      box.rows = 3;
+      box.value = typed;
+      box.id = "lost-typed-" + message.interrupt_id;
+      label.htmlFor = box.id;
+      fresh.append(label, box);
+    }
+    const wasSelected = selected === now;
+    now.replaceWith(fresh);
+    wire(fresh);
+    if (wasSelected) select(fresh, false);
+  }
+
   function onMessage(message) {
     if (message.type === "thread.event") onEvent(message.event || {});
-    else if (message.type === "interrupt.progress") HITL.approvalProgress(message);
+    else if (message.type === "interrupt.progress") {
+      HITL.approvalProgress(message);
+      refreshEdited(message);
+    }
     else if (message.type === "interrupt.changed") {
       refreshSections();
       if (message.status === "pending" && message.html) {

@@ -32,7 +32,7 @@ def test_the_page_counts_answers_and_names_each_item(paused, client_for, reviewe
 
     response = decide(client, second, {"type": "accept"})
     page = response.content.decode()
-    assert "Approved: send email (item 2 of 3)." in page
+    assert "Approved: send email (item 2 of 3) on “Parallel”" in page
     assert "1 of 3 answered" in page and "(2 left)" in page
     assert "send email (item 2 of 3)</span>" in page  # the decisions list
     assert response.redirect_chain[-1][0].endswith(f"#interrupt-{first.pk}")
@@ -97,4 +97,5 @@ def test_the_last_single_answer_stays_on_the_thread(paused, client_for, reviewer
     response = client.post(f"/interrupts/{third.pk}/decide/", {"type": "ignore"})
     assert response["Location"] == f"/threads/{thread.pk}/"
     page = client.get(response["Location"]).content.decode()
-    assert "Ignored: delete file (item 3 of 3); all 3 answered, the agent resumes." in page
+    assert "Ignored: delete file (item 3 of 3) on “Parallel”; all 3 answered" in page
+    assert "; all 3 answered, the agent resumes." in page

@@ -192,7 +192,7 @@ def test_keyboard_race_and_resync(asgi_server, browser_page, reviewer, second_re
     with rita.expect_navigation():
         rita.keyboard.press("a")
     assert rita.url.endswith(f"/threads/{thread.pk}/#interrupt-{second.pk}")  # the next item
-    assert "Approved: send email (item 1 of 2)." in rita.inner_text(".flashes")
+    assert "Approved: send email (item 1 of 2) on “Two requests”" in rita.inner_text(".flashes")
     first.refresh_from_db()
     assert (first.status, first.responded_by_id) == ("resolved", reviewer.pk)
     note = sam.wait_for_selector(f"#interrupt-{first.pk} .form-error")

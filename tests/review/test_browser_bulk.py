@@ -40,10 +40,13 @@ def test_bulk_accept_across_pages_with_results_and_live_removal(
     assert page.locator("tbody tr.row.picked").count() == 2
     shot(page, "bulk-selected")
 
+    asked = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.click("#bulk-all")
     page.wait_for_selector("text=All 31 items matching this filter selected")
     page.click("[data-bulk=accept]")
     page.wait_for_selector("#bulk-result-panel")
+    assert len(asked) == 1 and asked[0].startswith("Accept 31 items?")
     summary = page.inner_text("#bulk-result-panel header")
     assert "30 decided" in summary and "1 skipped" in summary
     skipped = page.locator("#bulk-result-panel li[data-outcome=skipped]")

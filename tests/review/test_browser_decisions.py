@@ -234,7 +234,7 @@ def test_the_race_loser_sees_what_won_and_keeps_their_edit(
         args={"action": "send_email", "args": {"to": "cfo@example.com", "subject": "Q3"}},
     )
     note = sam.wait_for_selector(f"{card} .form-error")
-    assert note.inner_text() == "Already answered by rita. Your decision was not applied."
+    assert note.inner_text() == "Already answered by rita. What you typed here was not sent."
     outcome = sam.wait_for_selector(f"{card} .outcome")
     assert "rita edited and approved it" in outcome.inner_text()
     assert "cfo@example.com" in outcome.inner_text()

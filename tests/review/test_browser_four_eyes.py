@@ -63,8 +63,8 @@ def test_two_reviewers_in_two_browsers_approve_a_two_of_m_item(
     assert not Run.objects.filter(thread=thread, kind="resume").exists()
 
     # Rita cannot approve twice.
-    rita.click(f"{card} button.btn-accept")
-    rita.wait_for_selector("text=You have already approved this")
+    assert rita.is_disabled(f"{card} button.btn-accept")
+    assert "approved these args already" in rita.inner_text(f"{card} .approve-refusal")
     assert Approval.objects.filter(interrupt=row).count() == 1
 
     # Sam opens it and gives the second approval: it resolves, rita's card goes live.

@@ -109,7 +109,7 @@ def test_undo_from_the_inbox_brings_the_row_back(grace, asgi_server, browser_pag
     assert rita.get_attribute("tr.row.selected", "id") == f"row-{row.pk}"
     rita.keyboard.press("a")
     rita.wait_for_selector(f"#row-{row.pk}", state="detached")
-    toast = rita.wait_for_selector(".undo-toast:has-text('Approved: archive.')")
+    toast = rita.wait_for_selector(".undo-toast:has-text('Approved: archive on “approval”')")
     base.shot(rita, "undo-2-inbox-toast")
     wait_for(lambda: HumanInterrupt.objects.get(pk=row.pk).status == "resolved", what="accept")
     toast.query_selector(".undo-button").click()

@@ -97,7 +97,7 @@ def test_messages_name_the_action_in_words(paused, client_for, reviewer, request
     assert "ask_clarification" not in response.content.decode().split('id="section-runs"')[0]
     _, (email,) = paused(user=requester, values=[human_interrupt("send_email")])
     response = decide(client, email, {"type": "accept"}, HTTP_ACCEPT="application/json")
-    assert response.json()["message"] == "Approved: send email."
+    assert response.json()["message"] == "Approved: send email on “approval”"
 
 
 def _traceback() -> str:

@@ -196,13 +196,16 @@ def test_after_deciding_the_next_pending_item_opens(paused, client_for, reviewer
     # links the next item.
     assert response.redirect_chain[0][0] == f"/threads/{thread.pk}/"
     page = response.content.decode()
-    assert "Ignored: b (item 2 of 2); all 2 answered, the agent resumes." in page
+    assert "Ignored: b (item 2 of 2) on “approval”; all 2 answered, the agent resumes." in page
     assert f'href="/threads/{other.pk}/#interrupt-{elsewhere.pk}"' in page
-    # A single item still moves on to the next one.
+    # A single item stays on its thread too, and offers the next one by name.
     _, (single,) = paused(user=requester, values=[human_interrupt("d")])
     response = decide(client, single, {"type": "ignore"}, follow=True)
-    assert response.redirect_chain[0][0] == f"/threads/{other.pk}/#interrupt-{elsewhere.pk}"
-    assert "Ignored: d on “approval”; here is the next one." in response.content.decode()
+    assert response.redirect_chain[0][0] == f"/threads/{single.thread_id}/"
+    page = response.content.decode()
+    assert "Ignored: d on “approval”" in page
+    assert 'id="next-item"' in page
+    assert f'href="/threads/{other.pk}/#interrupt-{elsewhere.pk}"' in page
     response = decide(client, elsewhere, {"type": "accept"})
     assert response["Location"] == f"/threads/{other.pk}/"
 

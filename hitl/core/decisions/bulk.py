@@ -51,9 +51,10 @@ def parse_ids(values: list[Any]) -> list[uuid.UUID]:
 
 
 def interrupt_bulk_decide(
-    *, user, interrupt_ids: list[Any], response_type: str, text: str = ""
+    *, user, interrupt_ids: list[Any], response_type: str, text: str = "", grace: float = 0
 ) -> list[BulkResult]:
-    """Decide each item as the user; one result per item, in the order given."""
+    """Decide each item as the user; one result per item, in the order given. With
+    `grace` each decision can be undone for that long, as a single one can."""
     if response_type not in BULK_TYPES:
         raise Invalid("Bulk decisions are accept, ignore or response.")
     if not isinstance(text, str) or len(text) > MAX_TEXT:
@@ -83,12 +84,13 @@ def interrupt_bulk_decide(
             )
             continue
         try:
-            decisions.interrupt_resolve(
+            decided = decisions.interrupt_resolve(
                 interrupt_id=pk,
                 user=user,
                 response_type=response_type,
                 args=text if response_type == "response" else None,
                 thread_id=row.thread_id,
+                grace=grace,
             )
         except Conflict as exc:
             results.append(BulkResult(str(pk), row, "answered", exc.message))
@@ -97,5 +99,6 @@ def interrupt_bulk_decide(
         except ServiceError as exc:
             results.append(BulkResult(str(pk), row, "refused", exc.message))
         else:
+            row.undo_until = decided.row.undo_until
             results.append(BulkResult(str(pk), row, "decided"))
     return results

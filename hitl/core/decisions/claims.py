@@ -168,7 +168,8 @@ def snoozed_by(user, now: datetime | None = None) -> Exists:
 
 
 def filter_claims(qs: QuerySet, claimed: str, user, now: datetime | None = None) -> QuerySet:
-    """Inbox filter: "mine", "others" (claimed by someone else) or "unclaimed"."""
+    """Inbox filter: "mine", "others" (claimed by someone else), "unclaimed", or
+    "unclaimed_or_mine" (what the user may pick up next)."""
     now = now or timezone.now()
     live = InterruptClaim.objects.filter(interrupt=OuterRef("pk"), expires_at__gt=now)
     if claimed == "mine":
@@ -177,4 +178,6 @@ def filter_claims(qs: QuerySet, claimed: str, user, now: datetime | None = None)
         return qs.filter(Exists(live.exclude(user=user)))
     if claimed == "unclaimed":
         return qs.exclude(Exists(live))
+    if claimed == "unclaimed_or_mine":
+        return qs.exclude(Exists(live.exclude(user=user)))
     return qs

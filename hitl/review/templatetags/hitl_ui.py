@@ -101,3 +101,24 @@ def a_type(kind) -> str:
     """A JSON type with its article: 'an object', 'a string'."""
     kind = str(kind or "value")
     return ("an " if kind[:1] in "aeiou" else "a ") + kind
+
+
+@register.filter
+def arg_peek(row):
+    """The two or three args an inbox row shows, and what it leaves unseen."""
+    from hitl.review.rendering import peek_args
+
+    return peek_args(row.args, row.args_schema)
+
+
+@register.filter
+def args_digest(row) -> str:
+    """A short fingerprint of the args a card shows (and of its four-eyes round): a draft
+    typed over other args is never put back."""
+    import hashlib
+    import json
+
+    from hitl.core.decisions.quorum import current_args
+
+    text = json.dumps([current_args(row), row.approval_round], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -26,8 +26,10 @@ class Command(BaseCommand):
         user, _ = get_user_model().objects.get_or_create(
             username=username, defaults={"is_staff": True}
         )
-        password = get_random_string(12)
-        user.set_password(password)
+        password = _demo_password()
+        if not user.check_password(password):
+            # Only when it differs: a new hash would log out every open browser.
+            user.set_password(password)
         user.is_staff = True
         user.is_superuser = True
         user.save()
@@ -42,6 +44,19 @@ class Command(BaseCommand):
             f"  Demo reviewer: {username} / {password}  (group {group.name!r})\n"
             f"  API token:     {key}\n"
         )
+
+
+def _demo_password() -> str:
+    """The demo reviewer's password, kept under var/ like the token: the same on every
+    `make run`, so browsers that are logged in stay logged in."""
+    path = Path(settings.VAR_DIR) / "demo_password"
+    if path.exists() and path.read_text().strip():
+        return path.read_text().strip()
+    password = get_random_string(12)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(password)
+    return password
 
 
 def _demo_token(user) -> str:
