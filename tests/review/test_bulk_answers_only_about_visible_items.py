@@ -55,6 +55,7 @@ def test_an_item_the_caller_cannot_see_is_not_found_with_no_label(
         "reason": "No such item.",
         "label": "",
         "href": "",
+        "thread": "",
     }
     body = response.content.decode()
     assert "payroll" not in body and str(finance_item.thread_id) not in body
