@@ -7,6 +7,7 @@ tools run as LangGraph runs them (at least once per attempt).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any, Protocol
 
@@ -24,6 +25,23 @@ class ToolLedger(Protocol):
 
     def finish(self, *, interrupt_id: str, tool_call_id: str, result: dict[str, Any]) -> None:
         """Record the call's result ({"content": ..., "status": ...})."""
+
+
+async def aledger_begin(ledger: ToolLedger, **key: Any) -> dict[str, Any] | None:
+    """ledger.begin from async code: the ledger's own `abegin`, else begin on a thread
+    (a ledger writes to a database; the event loop must not wait on it)."""
+    abegin = getattr(ledger, "abegin", None)
+    if abegin is not None:
+        return await abegin(**key)
+    return await asyncio.to_thread(lambda: ledger.begin(**key))
+
+
+async def aledger_finish(ledger: ToolLedger, **key: Any) -> None:
+    afinish = getattr(ledger, "afinish", None)
+    if afinish is not None:
+        await afinish(**key)
+        return
+    await asyncio.to_thread(lambda: ledger.finish(**key))
 
 
 def idempotency_key(config: dict[str, Any]) -> str:

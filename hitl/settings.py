@@ -250,7 +250,11 @@ else:
 # Runs execute on Celery workers when a broker is configured; otherwise in this
 # process, on a small thread pool, off the request path.
 HITL_EXECUTOR = envstr("HITL_EXECUTOR", "celery" if REDIS_URL else "inprocess")
-HITL_INPROCESS_WORKERS = envint("HITL_INPROCESS_WORKERS", 2)
+# Runs one process holds in flight at once: a worker process (its Celery threads pool
+# takes this many messages) and the embedded server alike. A run waiting on a model
+# costs a thread and its graph's state, not a process (see README "Workers").
+HITL_RUNS_PER_WORKER = envint("HITL_RUNS_PER_WORKER", 64)
+HITL_INPROCESS_WORKERS = envint("HITL_INPROCESS_WORKERS", HITL_RUNS_PER_WORKER)
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = None
