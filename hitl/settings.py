@@ -276,8 +276,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# Processes per worker container; scale out with more workers (`--scale worker=N`).
-CELERY_WORKER_CONCURRENCY = envint("HITL_WORKER_CONCURRENCY", 2)
+# A worker is one process on Celery's threads pool: each task thread claims a run and
+# waits while it streams on the process's run engine, so a worker holds
+# HITL_RUNS_PER_WORKER runs in flight. Scale out with more workers (`--scale worker=N`,
+# about one per core for CPU-heavy graphs). HITL_WORKER_POOL=prefork with
+# HITL_WORKER_CONCURRENCY=N gives the old layout: N processes, one run each.
+CELERY_WORKER_POOL = envstr("HITL_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = envint(
+    "HITL_WORKER_CONCURRENCY", HITL_RUNS_PER_WORKER if CELERY_WORKER_POOL == "threads" else 2
+)
 # Celery's Django fixup closes (and, with a pool under prefork, tears down) every database
 # connection around each task unless told to reuse them: 4 new Postgres sessions per
 # review cycle. Pooled connections are health-checked before use, so keep them.

@@ -11,22 +11,26 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import StructuredTool
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
+from agents.ledger import once
 from agents.models import get_model as scripted_model
 from agents.models import latest_request, reply, tool_results
 from agents.react import build_react_agent
-from agents.tools import require_approval
+from agents.tools import approval_tool_node, require_approval
 
 TARGETS = {
     "async_gated": "tests.async_graphs:async_gated_graph",
+    "fleet": "tests.async_graphs:fleet_graph",
+    "seed_once": "tests.async_graphs:seed_once_graph",
     "mixed_nodes": "tests.async_graphs:mixed_graph",
     "async_tool_agent": "tests.async_graphs:async_tool_agent",
 }
@@ -72,6 +76,7 @@ MODEL = GatedAsyncModel()
 class GatedState(TypedDict, total=False):
     dir: str
     gates: list[str]
+    request: dict[str, Any]
     plan: str
     decision: Any
 
@@ -98,7 +103,8 @@ async def _plan(state: GatedState, config) -> dict[str, Any]:
 
 async def _approve(state: GatedState) -> dict[str, Any]:
     await asyncio.sleep(0)
-    return {"decision": interrupt(_request("publish"))}
+    # The test may add to the request: approvals (four-eyes), expires_in, ...
+    return {"decision": interrupt({**_request("publish"), **(state.get("request") or {})})}
 
 
 async def _act(state: GatedState) -> dict[str, Any]:
@@ -175,4 +181,81 @@ async_tool_agent = build_react_agent(
     [require_approval(transfer, description="Transfer {amount}?")],
     builtin_tools=False,
     name="transfer",
+)
+
+
+# --- a fleet of runs: await a model, then an approved async tool ------------------------
+
+
+async def _gated_transfer(folder: str, amount: int) -> str:
+    """Transfers, then (when the test armed it) awaits a gate before reporting back: a
+    worker killed there has run the tool but not checkpointed it."""
+    with (Path(folder) / "transfer.log").open("a") as fh:
+        fh.write(f"{amount}\n")
+    if (Path(folder) / "arm-after-transfer").exists():
+        await agate(folder, "after-transfer")
+    return f"transferred {amount}"
+
+
+gated_transfer = StructuredTool.from_function(
+    coroutine=_gated_transfer, name="transfer", description="Transfer money."
+)
+
+
+class FleetState(TypedDict, total=False):
+    dir: str
+    gates: list[str]
+    messages: Annotated[list, add_messages]
+
+
+async def _fleet_plan(state: FleetState, config) -> dict[str, Any]:
+    log(state.get("dir"), "plan.log")
+    gate_dir = state.get("dir") if "model" in (state.get("gates") or []) else None
+    await MODEL.ainvoke([HumanMessage(content="plan")], config, gate_dir=gate_dir)
+    call = {"name": "transfer", "args": {"folder": state["dir"], "amount": 5}, "id": "call_1"}
+    return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+
+fleet_graph = (
+    StateGraph(FleetState)
+    .add_node("plan", _fleet_plan)
+    .add_node("tools", approval_tool_node([require_approval(gated_transfer)]))
+    .add_edge(START, "plan")
+    .add_edge("plan", "tools")
+    .add_edge("tools", END)
+    .compile()
+)
+
+
+# --- the seed's pattern: interrupt, then the approved effect in the same node -----------
+
+
+def _send(folder: str) -> str:
+    path = Path(folder) / "effect.log"
+    with path.open("a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return f"sent #{path.read_text().count(chr(10))}"
+
+
+def _seed_send(state: GatedState, config) -> dict[str, Any]:
+    decision = interrupt(_request("send"))
+    if decision.get("type") != "accept":
+        return {"decision": decision}
+    receipt = once(config, lambda: _send(state["dir"]), name="send")
+    folder = Path(state["dir"])
+    if (folder / "arm-after-effect").exists():
+        # Killed here, the effect happened and the node's checkpoint did not.
+        (folder / f"at-after-effect-{os.getpid()}").touch()
+        deadline = time.monotonic() + 120
+        while not (folder / "open-after-effect").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return {"decision": decision, "plan": receipt}
+
+
+seed_once_graph = (
+    StateGraph(GatedState)
+    .add_node("send", _seed_send)
+    .add_edge(START, "send")
+    .add_edge("send", END)
+    .compile()
 )

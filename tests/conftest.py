@@ -325,6 +325,9 @@ def start_celery_worker(
     pool: str = "prefork",
     **extra_env: str,
 ) -> Proc:
+    # Celery reads an explicit `--pool prefork` as its default and takes the configured
+    # pool (HITL_WORKER_POOL, threads) instead: say which one in both places.
+    extra_env.setdefault("HITL_WORKER_POOL", pool)
     proc = spawn(
         [
             str(BIN / "celery"),

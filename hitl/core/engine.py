@@ -41,6 +41,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid: int | None = None
         self._atexit = False
+        self._saver: tuple[Any, Any, str] | None = None  # (loop, saver, url)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -81,14 +82,20 @@ class Engine:
 
     def saver(self) -> Any:
         """The async checkpointer runs stream with (bound to the engine's loop)."""
-        return self.call(
+        loop = self.loop()
+        cached = self._saver
+        if cached is not None and cached[0] is loop and cached[2] == settings.HITL_CHECKPOINT_URL:
+            return cached[1]
+        saver = self.call(
             aget_checkpointer(settings.HITL_CHECKPOINT_URL, settings.HITL_CHECKPOINT_POOL_SIZE)
         )
+        self._saver = (loop, saver, settings.HITL_CHECKPOINT_URL)
+        return saver
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Close the async checkpointer's connections and stop the loop."""
         with self._lock:
-            loop, self._loop = self._loop, None
+            loop, self._loop, self._saver = self._loop, None, None
             own = loop is not None and self._pid == os.getpid()
         if not own or loop is None or loop.is_closed() or not loop.is_running():
             return
