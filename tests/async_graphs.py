@@ -31,6 +31,7 @@ TARGETS = {
     "async_gated": "tests.async_graphs:async_gated_graph",
     "fleet": "tests.async_graphs:fleet_graph",
     "seed_once": "tests.async_graphs:seed_once_graph",
+    "mcp_agent": "tests.async_graphs:mcp_agent",
     "mixed_nodes": "tests.async_graphs:mixed_graph",
     "async_tool_agent": "tests.async_graphs:async_tool_agent",
 }
@@ -259,3 +260,25 @@ seed_once_graph = (
     .add_edge("send", END)
     .compile()
 )
+
+
+# --- an MCP tool (langchain-mcp-adapters) under require_approval -------------------------
+
+
+def mcp_agent():
+    """A ReAct agent whose one tool comes from the MCP server at $HITL_TEST_MCP_URL.
+
+    A factory: the registry builds it once per process, when first used.
+    """
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+
+    client = MultiServerMCPClient(
+        {"bank": {"url": os.environ["HITL_TEST_MCP_URL"], "transport": "streamable_http"}}
+    )
+    [tool] = asyncio.run(client.get_tools())  # async only, like every MCP tool
+    return build_react_agent(
+        scripted_model("scripted", script=_transfer_script),
+        [require_approval(tool, description="Transfer {amount}?")],
+        builtin_tools=False,
+        name="mcp",
+    )

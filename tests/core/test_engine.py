@@ -192,3 +192,61 @@ def test_async_graphs_on_a_threads_pool_worker(
     assert (folders["async_tool_agent"] / "transfer.log").read_text() == "5\n"
     for run in runs.values():
         assert Run.objects.get(thread_id=run.thread_id, kind="resume").attempts == 1
+
+
+# --- an MCP tool through langchain-mcp-adapters, against a real MCP server ------------
+
+
+@pytest.fixture
+def mcp_server(tmp_path, monkeypatch, async_graphs):
+    """The `mcp` package's server in its own process; the registry builds the agent anew."""
+    import socket
+
+    from hitl.core.registry import registry
+    from tests.conftest import PYTHON, free_port, spawn
+
+    port = free_port()
+    proc = spawn(
+        [PYTHON, str(ROOT / "tests" / "mcp_bank_server.py"), str(port)],
+        dict(os.environ),
+        tmp_path / "mcp.log",
+    )
+
+    def up() -> bool:
+        assert proc.popen.poll() is None, proc.output()[-3000:]
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(up, 30, 0.1, "the MCP server to listen")
+    monkeypatch.setenv("HITL_TEST_MCP_URL", f"http://127.0.0.1:{port}/mcp")
+    for key in [k for k in registry._loaded if k[0] == "mcp_agent"]:
+        monkeypatch.delitem(registry._loaded, key)
+    yield proc
+    proc.stop()
+    for key in [k for k in registry._loaded if k[0] == "mcp_agent"]:
+        registry._loaded.pop(key, None)
+
+
+@pytest.mark.parametrize(
+    ("answer", "ran"),
+    [
+        ({"response_type": "accept"}, "5\n"),
+        ({"response_type": "edit", "args": {"args": {"amount": 8}}}, "8\n"),
+        ({"response_type": "ignore"}, ""),
+    ],
+)
+def test_an_mcp_tool_under_approval_runs_as_decided(
+    mcp_server, manual_runs, transactional_db, requester, reviewer, tmp_path, answer, ran
+):
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    run = services.run_start(graph="mcp_agent", input={"request": str(folder)}, user=requester)
+    assert manual_runs(run) == "interrupted"
+    [row] = HumanInterrupt.objects.filter(thread_id=run.thread_id)
+    assert (row.action, row.args) == ("transfer", {"folder": str(folder), "amount": 5})
+    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, **answer)
+    resume = Run.objects.get(thread_id=run.thread_id, kind="resume")
+    assert manual_runs(resume) == "success"
+    log = folder / "transfer.log"
+    assert (log.read_text() if log.exists() else "") == ran  # once, with the decided args
+    assert ToolExecution.objects.filter(thread_id=run.thread_id).count() == (1 if ran else 0)
