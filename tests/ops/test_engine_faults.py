@@ -157,6 +157,7 @@ def test_100_runs_awaiting_a_model_leave_cancel_undo_and_four_eyes_working(
         "100 runs to await the model in one process",
     )
     rss = rss_mb(worker.pid)
+    print(f"worker RSS with 100 runs in flight: {rss:.0f} MB")
     assert rss < 400, f"{rss:.0f} MB with 100 runs in flight"
 
     # A cancel stops its run at once, though it is only awaiting the model.
@@ -170,6 +171,7 @@ def test_100_runs_awaiting_a_model_leave_cancel_undo_and_four_eyes_working(
         "the worker to stop the cancelled run",
     )
     noticed = time.monotonic() - before
+    print(f"cancel of a run awaiting the model noticed after {noticed:.2f} s")
     assert noticed < 2.0, f"cancel noticed after {noticed:.2f} s"
 
     # A decision with a grace period, undone: the item is pending again, nothing resumes.
