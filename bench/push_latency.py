@@ -67,7 +67,7 @@ def make_reviewers(count: int) -> list[str]:
     from django.contrib.auth.hashers import make_password
     from django.contrib.sessions.backends.db import SessionStore
 
-    from hitl.core.selectors import default_reviewer_group
+    from hitl.core.access.permissions import default_reviewer_group
 
     User = get_user_model()
     group = default_reviewer_group()
@@ -117,12 +117,12 @@ def start_runs(count: int, interval: float) -> list[str]:
     """Start `count` runs one by one; the worker turns each into a pending interrupt."""
     from django.contrib.auth import get_user_model
 
-    from hitl.core import services
+    from hitl.core.runs import run_start
 
     starter = get_user_model().objects.get_or_create(username="bench-requester")[0]
     runs = []
     for i in range(count):
-        run = services.run_start(
+        run = run_start(
             graph="approval", input={"request": f"push {i}"}, user=starter, title=f"push {i}"
         )
         runs.append(str(run.pk))
@@ -149,8 +149,8 @@ async def measure(args, cookies: list[str], ports: list[int]) -> None:
     # worker -> channel layer, and channel layer -> daphne -> browser socket.
     from channels.layers import get_channel_layer
 
-    from hitl.core import events
-    from hitl.core.selectors import default_reviewer_group
+    from hitl.core.access.permissions import default_reviewer_group
+    from hitl.core.live import events
 
     layer = get_channel_layer()
     channel = await layer.new_channel()

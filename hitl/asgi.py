@@ -11,34 +11,11 @@ django.setup(set_prefix=False)
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from hitl.compat import daphne as compat_daphne  # noqa: E402
 from hitl.middleware import ASGIHandler  # noqa: E402
 
-
-def _raw_request_bodies() -> None:
-    """Have daphne's Twisted requests leave POST bodies unparsed.
-
-    Twisted parses every POST's Content-Type (through the email package) and reads a
-    form or multipart body into `request.args`, a copy daphne never reads: it hands the
-    raw body to Django, which parses it once. Twisted's Request takes
-    `parsePOSTFormSubmission=False` for this; daphne builds its requests without it, so
-    its request class gets that default here (in the server process, before it serves).
-    """
-    from daphne import http_protocol
-
-    if getattr(http_protocol.WebRequest, "raw_bodies", False):
-        return
-
-    class WebRequest(http_protocol.WebRequest):
-        raw_bodies = True
-
-        def __init__(self, *args, **kwargs):
-            kwargs["parsePOSTFormSubmission"] = False
-            super().__init__(*args, **kwargs)
-
-    http_protocol.WebRequest = WebRequest
-
-
-_raw_request_bodies()
+# Django parses POST bodies; daphne's Twisted requests must not parse them too.
+compat_daphne.raw_request_bodies()
 
 # Static files are served at the ASGI layer, so every middleware stays async-capable
 # and async views (long-polls, streams) never block a thread. Django's own middleware
@@ -49,7 +26,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from hitl.core import events  # noqa: E402
+from hitl.core.live import events  # noqa: E402
 from hitl.ops import maintenance  # noqa: E402
 from hitl.review.routing import websocket_urlpatterns  # noqa: E402
 

@@ -290,7 +290,7 @@ CELERY_WORKER_CONCURRENCY = envint(
 # review cycle. Pooled connections are health-checked before use, so keep them.
 CELERY_DB_REUSE_MAX = envint("HITL_DB_REUSE_MAX", 1000)
 CELERY_IMPORTS = (
-    "hitl.core.tasks",
+    "hitl.core.worker.tasks",
     "hitl.ops.maintenance",
     "hitl.ops.webhooks",
     "hitl.ops.notifications",

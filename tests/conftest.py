@@ -109,7 +109,7 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
         # Set up its tables now, outside any test's transaction: their CREATE INDEX
         # CONCURRENTLY waits for every transaction holding a snapshot, and a test's own
         # transaction would then wait for the setup it started.
-        from hitl.core.tasks import checkpointer
+        from hitl.core.runs.graphs import checkpointer
 
         checkpointer()
     else:
@@ -119,7 +119,7 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
     yield
     # Close the checkpointer's connections so the test database can be dropped.
     from agents import checkpoint
-    from hitl.core.engine import engine
+    from hitl.core.worker.engine import engine
 
     engine.shutdown()
 
@@ -133,7 +133,7 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
 @pytest.fixture(autouse=True)
 def _no_cached_configuration():
     """Each test's rolled-back groups, policies and rules leave no cached copy behind."""
-    from hitl.core import confcache
+    from hitl.core.access import confcache
 
     confcache.clear()
     yield
@@ -151,8 +151,8 @@ def _decisions_act_at_once(settings):
 def manual_runs(settings, request, monkeypatch):
     """Runs are not dispatched; the test executes them with `execute`."""
     settings.HITL_EXECUTOR = "manual"
-    from hitl.core import tasks
-    from hitl.core.tasks import execute_run
+    from hitl.core.worker import tasks
+    from hitl.core.worker.tasks import execute_run
 
     if "transactional_db" not in request.fixturenames:
         # The process's lease thread reads the run rows on its own connection, which

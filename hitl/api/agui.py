@@ -6,7 +6,7 @@ One POST is one AG-UI run. A new input starts a run of the graph on our Thread
 context. A paused run ends with RUN_FINISHED carrying an interrupt outcome, one
 entry per pending HumanInterrupt row; the next POST answers them with `resume`
 entries (or, for a client tool, with its tool message), through
-services.interrupt_resolve like any reviewer's answer.
+decisions.interrupt_resolve like any reviewer's answer.
 
 Same auth as the other APIs (API token or session). Errors found before the run
 starts are JSON 4xx responses; failures after it started are RUN_ERROR events.
@@ -42,13 +42,13 @@ from hitl.api.langgraph import resume as lg_resume
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import state as lg_state
 from hitl.api.langgraph.api import AUTH
-from hitl.core import services
-from hitl.core import stream as agui
+from hitl.core import errors
+from hitl.core.access.permissions import user_can_view_thread
 from hitl.core.errors import error_line
+from hitl.core.live import agui
+from hitl.core.live.waiting import ThreadSubscription, fetch_run, run_events_of
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
-from hitl.core.selectors import user_can_view_thread
-from hitl.core.waiting import ThreadSubscription, fetch_run, run_events_of
 
 log = logging.getLogger(__name__)
 
@@ -193,14 +193,14 @@ def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) ->
         thread = Thread.objects.filter(pk=thread_id).one_or_none()
         if thread is not None:
             if not user_can_view_thread(user, thread):
-                raise services.NotFound(f"Thread {body.thread_id} not found.")
+                raise errors.NotFound(f"Thread {body.thread_id} not found.")
             if thread.graph != graph and thread.runs.exists():
-                raise services.Invalid(
+                raise errors.Invalid(
                     f"Thread {body.thread_id} runs {thread.graph!r}, not {graph!r}."
                 )
         if body.resume:
             if thread is None:
-                raise services.NotFound(f"Thread {body.thread_id} has nothing to resume.")
+                raise errors.NotFound(f"Thread {body.thread_id} has nothing to resume.")
             entries = {
                 entry.interrupt_id: lg_resume.CANCELLED
                 if entry.status == "cancelled"
@@ -211,7 +211,7 @@ def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) ->
         elif thread is not None and thread.interrupts.pending().exists():
             answers = _client_tool_answers(thread, body)
             if not answers:
-                raise services.Conflict(
+                raise errors.Conflict(
                     "The thread is waiting for interrupts; answer them with `resume` entries."
                 )
             run = lg_resume.resume_entries(thread=thread, user=user, entries=answers)
@@ -319,7 +319,7 @@ def agents(request):
 async def run_agent(request, graph: str, body: RunAgentInput):
     """Run (or resume) `graph` for an AG-UI RunAgentInput; answers an SSE stream of AG-UI events."""
     if graph not in registry.targets:
-        raise services.NotFound(f"No agent {graph!r}; available: {', '.join(registry.names())}.")
+        raise errors.NotFound(f"No agent {graph!r}; available: {', '.join(registry.names())}.")
     user = request.user
     thread_id = await sync_to_async(thread_uuid)(user, body.thread_id)
     # Listen before the run exists so none of its events can be missed.

@@ -16,7 +16,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.parser import Parser
 
-from hitl.core import services
+from hitl.core import errors
 from hitl.core.errors import ServiceError, check_json, is_transient, load_json
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def install_error_handlers(api: NinjaAPI, *, auth_hint: str) -> None:
     """Map service errors, oversized bodies, missing credentials and any other failure to
     JSON answers: a client of a JSON API never gets an HTML page."""
 
-    def service_error(request, exc: services.ServiceError):
+    def service_error(request, exc: errors.ServiceError):
         return api.create_response(request, {"detail": exc.message}, status=exc.status_code)
 
     def http_error(request, exc: HttpError):
@@ -75,7 +75,7 @@ def install_error_handlers(api: NinjaAPI, *, auth_hint: str) -> None:
             request, {"detail": "Internal server error; it has been logged."}, status=500
         )
 
-    api.add_exception_handler(services.ServiceError, service_error)
+    api.add_exception_handler(errors.ServiceError, service_error)
     api.add_exception_handler(HttpError, http_error)
     api.add_exception_handler(RequestDataTooBig, too_big)
     api.add_exception_handler(AuthenticationError, unauthenticated)

@@ -21,18 +21,20 @@ from ninja.security import SessionAuth
 
 from hitl.api.errors import BoundedParser, Error, install_error_handlers
 from hitl.api.tokens import TokenBearer, TokenHeader
-from hitl.core import files, quorum, services
-from hitl.core.artifacts import artifact_json
-from hitl.core.errors import error_headline
-from hitl.core.models import HumanInterrupt, Run, Thread
-from hitl.core.registry import registry
-from hitl.core.selectors import (
+from hitl.core import decisions, errors, runs
+from hitl.core.access.permissions import (
     interrupt_list_for_reviewer,
     thread_pending_interrupts,
     user_can_review,
     user_can_view_thread,
 )
-from hitl.core.waiting import thread_wait_for_status
+from hitl.core.decisions import quorum
+from hitl.core.errors import error_headline
+from hitl.core.files import storage
+from hitl.core.files.artifacts import artifact_json
+from hitl.core.live.waiting import thread_wait_for_status
+from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.registry import registry
 
 
 class BrowserSession(SessionAuth):
@@ -182,7 +184,7 @@ def thread_json(thread: Thread, *, with_details: bool = True) -> dict[str, Any]:
 def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
     thread = Thread.objects.filter(pk=thread_id).one_or_none()
     if thread is None or not user_can_view_thread(request.user, thread):
-        raise services.NotFound("No such thread.")
+        raise errors.NotFound("No such thread.")
     return thread
 
 
@@ -200,8 +202,8 @@ def thread_start(request, body: StartThreadIn):
     if body.reviewer_group:
         group = Group.objects.filter(name=body.reviewer_group).first()
         if group is None:
-            raise services.Invalid(f"Unknown reviewer group {body.reviewer_group!r}.")
-    run = services.run_start(
+            raise errors.Invalid(f"Unknown reviewer group {body.reviewer_group!r}.")
+    run = runs.run_start(
         graph=body.graph,
         input=body.input,
         user=request.user,
@@ -220,7 +222,7 @@ def thread_start(request, body: StartThreadIn):
 )
 def thread_run(request, thread_id: uuid.UUID, body: StartRunIn):
     thread = _thread_for(request, thread_id)
-    run = services.run_start(graph=thread.graph, input=body.input, user=request.user, thread=thread)
+    run = runs.run_start(graph=thread.graph, input=body.input, user=request.user, thread=thread)
     return Status(201, {"thread_id": str(thread.pk), "run_id": str(run.pk), "status": run.status})
 
 
@@ -236,9 +238,9 @@ async def thread_wait(
     """Long-poll: answer once the thread reaches one of `status` (comma-separated) or at timeout."""
     statuses = [s for s in status.split(",") if s in Thread.Status.values]
     if not statuses:
-        raise services.Invalid(f"status must list some of: {', '.join(Thread.Status.values)}.")
+        raise errors.Invalid(f"status must list some of: {', '.join(Thread.Status.values)}.")
     if not math.isfinite(timeout):
-        raise services.Invalid("timeout must be a finite number of seconds.")
+        raise errors.Invalid("timeout must be a finite number of seconds.")
     thread = await sync_to_async(_thread_for)(request, thread_id)
     limit = min(60.0, settings.HITL_API_WAIT_SECONDS)
     await thread_wait_for_status(thread.pk, statuses, min(max(timeout, 0.0), limit))
@@ -248,7 +250,7 @@ async def thread_wait(
 
 @api.post("/threads/{thread_id}/cancel", response={200: dict, 403: Error, 404: Error})
 def thread_cancel(request, thread_id: uuid.UUID):
-    thread = services.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
+    thread = runs.thread_cancel(thread=_thread_for(request, thread_id), user=request.user)
     return thread_json(thread)
 
 
@@ -262,12 +264,12 @@ def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile] =
     if file is None:
         # Django drops a file part whose filename is empty, "." or "..": say so plainly
         # instead of a bare "Field required".
-        raise services.Invalid(
+        raise errors.Invalid(
             'No file received: send multipart/form-data with a field "file" that carries '
             'the file and its name (e.g. filename="data.csv"); a file named "", "." or ".." '
             "is not accepted."
         )
-    stored = files.thread_file_upload(
+    stored = storage.thread_file_upload(
         thread=thread, user=request.user, name=file.name or "", content=file
     )
     return Status(201, stored)
@@ -276,14 +278,14 @@ def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile] =
 @api.get("/threads/{thread_id}/files", response={200: None, 400: Error, 404: Error})
 def thread_file_download(request, thread_id: uuid.UUID, path: str):
     """Download one of the thread's files by virtual path (always as an attachment)."""
-    return files.thread_file_response(thread=_thread_for(request, thread_id), path=path)
+    return storage.thread_file_response(thread=_thread_for(request, thread_id), path=path)
 
 
 @api.get("/runs/{run_id}", response={200: dict, 404: Error})
 def run_detail(request, run_id: uuid.UUID):
     run = Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
     if run is None or not user_can_view_thread(request.user, run.thread):
-        raise services.NotFound("No such run.")
+        raise errors.NotFound("No such run.")
     return run_json(run)
 
 
@@ -301,7 +303,7 @@ def interrupt_detail(request, interrupt_id: uuid.UUID):
         HumanInterrupt.objects.select_related("reviewer_group", "responded_by"), pk=interrupt_id
     )
     if not (user_can_review(request.user, row) or user_can_view_thread(request.user, row.thread)):
-        raise services.NotFound("No such interrupt.")
+        raise errors.NotFound("No such interrupt.")
     return interrupt_json(row)
 
 
@@ -310,14 +312,14 @@ def interrupt_detail(request, interrupt_id: uuid.UUID):
     response={200: dict, 400: Error, 403: Error, 404: Error, 409: Error},
 )
 def interrupt_decide(request, interrupt_id: uuid.UUID, body: DecisionIn):
-    row = services.interrupt_resolve(
+    row = decisions.interrupt_resolve(
         interrupt_id=interrupt_id,
         user=request.user,
         response_type=body.type,
         args=body.args,
         grace=body.grace_seconds,
         respect_claim=not body.override_claim,
-    )
+    ).row
     data = interrupt_json(row)
     if row.status == HumanInterrupt.Status.PENDING and row.approvals_required > 1:
         data["approvals"] = quorum.approvals_progress(row)
@@ -330,4 +332,4 @@ def interrupt_decide(request, interrupt_id: uuid.UUID, body: DecisionIn):
 )
 def interrupt_undo(request, interrupt_id: uuid.UUID):
     """Take back your decision while its grace period lasts."""
-    return interrupt_json(services.interrupt_undo(interrupt_id=interrupt_id, user=request.user))
+    return interrupt_json(decisions.interrupt_undo(interrupt_id=interrupt_id, user=request.user))

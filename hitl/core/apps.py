@@ -13,8 +13,11 @@ class CoreConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from hitl import logcontext
-        from hitl.core import confcache
-        from hitl.core.audit_guard import install_sqlite_function
+        from hitl.core.access import confcache
+        from hitl.core.db.audit_guard import install_sqlite_function
+        from hitl.core.decisions import interrupt_release
+        from hitl.core.runs import dispatch
+        from hitl.core.worker.tasks import execute_run
 
         # SQLite's audit triggers ask this function whether maintenance may delete rows.
         connection_created.connect(install_sqlite_function, dispatch_uid="hitl-audit-guard")
@@ -24,3 +27,6 @@ class CoreConfig(AppConfig):
 
         # Cached groups, policies and rules are dropped when one of them changes.
         confcache.connect_signals()
+
+        # Runs executed in this process (the embedded default) go to the worker's engine.
+        dispatch.use_local(run=execute_run, release=interrupt_release)

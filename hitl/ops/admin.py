@@ -13,7 +13,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from hitl.core import services
+from hitl.core import errors, runs
 from hitl.core.audit import audit_entry, audit_for_thread
 from hitl.core.models import (
     ApiToken,
@@ -166,7 +166,7 @@ class ThreadAdmin(UuidSearchMixin, admin.ModelAdmin):
         return _audit_html(audit_for_thread(obj, limit=AUDIT_TRAIL_LIMIT))
 
     def has_add_permission(self, request):
-        return False  # threads start through the app or the API (services.run_start)
+        return False  # threads start through the app or the API (runs.run_start)
 
     @admin.action(
         description="Cancel selected threads (pending interrupts, running runs)",
@@ -176,8 +176,8 @@ class ThreadAdmin(UuidSearchMixin, admin.ModelAdmin):
         done, failed = 0, []
         for thread in queryset:
             try:
-                services.thread_cancel(thread=thread, user=request.user)
-            except services.ServiceError as exc:
+                runs.thread_cancel(thread=thread, user=request.user)
+            except errors.ServiceError as exc:
                 failed.append(f"{thread}: {exc.message}")
             else:
                 done += 1
@@ -218,7 +218,7 @@ class RunAdmin(UuidSearchMixin, admin.ModelAdmin):
         for pk in queryset.values_list("pk", flat=True):
             try:
                 ops_services.run_retry(run_id=pk, user=request.user)
-            except services.ServiceError as exc:
+            except errors.ServiceError as exc:
                 failed.append(f"{pk}: {exc.message}")
             else:
                 done += 1
@@ -283,7 +283,7 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
         for pk in queryset.values_list("pk", flat=True):
             try:
                 ops_services.interrupt_expire(interrupt_id=pk, user=request.user)
-            except services.ServiceError as exc:
+            except errors.ServiceError as exc:
                 failed.append(f"{pk}: {exc.message}")
             else:
                 done += 1
@@ -304,7 +304,7 @@ class HumanInterruptAdmin(UuidSearchMixin, admin.ModelAdmin):
                         user=request.user,
                         reason=form.cleaned_data["reason"],
                     )
-                except services.ServiceError as exc:
+                except errors.ServiceError as exc:
                     failed.append(f"{pk}: {exc.message}")
                 else:
                     done += 1

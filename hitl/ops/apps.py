@@ -9,7 +9,7 @@ class OpsConfig(AppConfig):
     verbose_name = "HITL operations"
 
     def ready(self) -> None:
-        from hitl.core import events
+        from hitl.core.live import events
         from hitl.ops import notifications, webhooks
 
         # Ended and paused runs with a webhook get a delivery row in the same transaction.

@@ -22,10 +22,11 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from hitl.core import services
-from hitl.core.errors import is_transient
+from hitl.compat import kombu as compat_kombu
+from hitl.core import decisions
+from hitl.core.errors import ServiceError, is_transient
+from hitl.core.live import redis as live_redis
 from hitl.core.models import HumanInterrupt, Run
-from hitl.core.services import ServiceError
 from hitl.ops import services as ops_services
 from hitl.ops.notifications import notify_sweep
 
@@ -137,7 +138,7 @@ def reap_runs_task() -> dict[str, int]:
     with _skip_sweep_on_outage("reaper"):
         result = reap_runs()
         # Decisions whose grace period ended without their release task (a lost message).
-        result["released"] = services.interrupt_release_due()
+        result["released"] = decisions.interrupt_release_due()
         if any(result.values()):
             log.info("reaper: %s", result)
         return result
@@ -186,7 +187,7 @@ def _sweep_forever() -> None:
             if now >= next_reap:
                 next_reap = now + settings.HITL_REAPER_SECONDS
                 reap_runs()
-                services.interrupt_release_due()
+                decisions.interrupt_release_due()
         except Exception:  # a bad sweep must not end the sweeping
             log.exception("in-process sweep failed")
         finally:
@@ -197,62 +198,13 @@ def _sweep_forever() -> None:
 # --- broker outages ------------------------------------------------------------------------
 
 
-def _transport_gone(qos: Any) -> bool:
-    transport = getattr(qos.channel, "connection", None)
-    return transport is None or getattr(transport, "client", None) is None
-
-
 @signals.worker_init.connect(weak=False, dispatch_uid="hitl-kombu-guard")
 def _guard_stale_channels(**kwargs: Any) -> None:
-    """Keep a worker alive when Redis goes away while runs are in flight.
-
-    After a lost broker connection Celery 5.7 / kombu 5.7 still ack (and restore)
-    through the old channel, whose transport it already dropped; the AttributeError
-    kills the worker ("Unrecoverable error"). Such an ack has nothing to reach: the
-    message lives in the old connection's unacked set, comes back after the visibility
-    timeout and is then skipped because its run is finished. So only the local
-    bookkeeping is done, and the reaper covers anything left behind.
-    """
-    try:
-        from kombu.transport import redis as kombu_redis
-        from kombu.transport import virtual
-    except ImportError:
-        return
-    qos = kombu_redis.QoS
-    if getattr(qos, "_hitl_guarded", False):
-        return
-
-    def ack(self, delivery_tag):
-        if _transport_gone(self):
-            log.warning("broker connection gone: ack of %s left to the reaper", delivery_tag)
-            return virtual.QoS.ack(self, delivery_tag)
-        return original_ack(self, delivery_tag)
-
-    def reject(self, delivery_tag, requeue=False):
-        if _transport_gone(self):
-            log.warning("broker connection gone: reject of %s left to the reaper", delivery_tag)
-            return virtual.QoS.ack(self, delivery_tag)
-        return original_reject(self, delivery_tag, requeue=requeue)
-
-    def restore_unacked_once(self, stderr=None):
-        if _transport_gone(self):
-            log.warning("broker connection gone: unacked messages left to the reaper")
-            return None
-        return original_restore(self, stderr)
-
-    original_ack, original_reject = qos.ack, qos.reject
-    original_restore = qos.restore_unacked_once
-    qos.ack, qos.reject, qos.restore_unacked_once = ack, reject, restore_unacked_once
-    qos._hitl_guarded = True
+    """Keep a worker alive when Redis goes away while runs are in flight."""
+    compat_kombu.guard_stale_channels()
 
 
 # --- worker heartbeats --------------------------------------------------------------------
-
-
-def _redis() -> Any:
-    import redis
-
-    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
 
 
 class _WorkerHeartbeat(threading.Thread):
@@ -270,7 +222,7 @@ class _WorkerHeartbeat(threading.Thread):
         client.set(self.key, f"{time.time():.3f}", ex=int(HEARTBEAT_SECONDS * 3))
 
     def run(self) -> None:
-        client = _redis()
+        client = live_redis.client()
         while True:
             try:
                 self.beat(client)

@@ -33,11 +33,11 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
-from hitl.core import confcache
-from hitl.core.events import InterruptChanged
+from hitl.core.access import confcache
+from hitl.core.access.permissions import user_can_review_all
+from hitl.core.live.events import InterruptChanged
 from hitl.core.models import HumanInterrupt, InterruptReminder, Notification
-from hitl.core.selectors import user_can_review_all
-from hitl.core.webhook_urls import WebhookNotAllowed
+from hitl.core.runs.webhook_urls import WebhookNotAllowed
 from hitl.ops import notify_messages
 from hitl.ops.webhooks import _post
 

@@ -9,7 +9,7 @@ from django.core.validators import validate_email
 from django.utils.html import format_html_join
 
 from hitl.core.models import GroupNotificationSettings, Notification, NotificationPreference
-from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 
 def clean_slack_url(url: str) -> str:

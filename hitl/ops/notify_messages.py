@@ -15,8 +15,8 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.urls import reverse
 
+from hitl.core.access.links import link_token
 from hitl.core.models import HumanInterrupt, Notification
-from hitl.core.notify_links import link_token
 
 SECRET_NAME = re.compile(
     r"pass|secret|token|api[_-]?key|apikey|auth|credential|cookie|session|private", re.I

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from hitl.core.rule_stats import decision_sources, rule_stats
+from hitl.core.decisions.rule_stats import decision_sources, rule_stats
 
 
 def automation_context(since: datetime, human_seconds) -> dict[str, Any]:

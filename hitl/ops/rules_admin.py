@@ -6,9 +6,9 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html
 
-from hitl.core import rules
+from hitl.core.decisions import rules
+from hitl.core.decisions.rule_stats import rule_stats
 from hitl.core.models import DecisionRule, RuleHit
-from hitl.core.rule_stats import rule_stats
 
 
 class DecisionRuleForm(forms.ModelForm):

@@ -1,7 +1,7 @@
 """Operator state changes: retry, reassign, expire, escalate, requeue.
 
-Same rules as hitl.core.services: lock, mutate, audit, announce after commit. Automatic
-answers on expiry resume the graph through services._resume_when_answered, the very
+Same rules as hitl.core.decisions and hitl.core.runs: lock, mutate, audit, announce after commit. Automatic
+answers on expiry are recorded by hitl.core.decisions.answer_record, the very
 path a reviewer's answer takes.
 """
 
@@ -18,19 +18,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import contract
-from hitl.core import audit, events
+from hitl.core import audit
+from hitl.core.decisions.answer import answer_record, request_of, resume_when_answered
+from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
+from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
-from hitl.core.runs import _lock_thread_and_run
-from hitl.core.services import (
-    Conflict,
-    Forbidden,
-    Invalid,
-    NotFound,
-    _announce_thread,
-    _enqueue,
-    _request_of,
-    _resume_when_answered,
-)
+from hitl.core.runs.start import announce_thread, enqueue_on_commit
+from hitl.core.worker.lease import lock_thread_and_run
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +57,7 @@ def run_retry(*, run_id: Any, user) -> Run:
     _require_operator(user, "hitl.change_run")
     run_id = _uuid(run_id, "run")
     with transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id)
+        thread, run = lock_thread_and_run(run_id)
         if run is None or thread is None:
             raise NotFound("No such run.")
         if run.status != Run.Status.ERROR:
@@ -107,8 +101,8 @@ def run_retry(*, run_id: Any, user) -> Run:
                 "previous_error": audit.error_summary(previous_error),
             },
         )
-        _announce_thread(thread)
-        _enqueue(run)
+        announce_thread(thread)
+        enqueue_on_commit(run)
     return run
 
 
@@ -145,7 +139,7 @@ def run_requeue(*, run_id: Any, now: datetime | None = None) -> Run | None:
                 "previous_owner": previous_owner,
             },
         )
-        _enqueue(run)
+        enqueue_on_commit(run)
     log.warning("run %s requeued: the lease of %s expired", run.pk, previous_owner)
     return run
 
@@ -162,7 +156,7 @@ def run_redispatch(*, run_id: Any, stale_before: datetime) -> bool:
         # so it is retried on the next sweep. A duplicate message is harmless: the
         # run's lease lets exactly one claim execute it.
         Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
-        _enqueue(run)
+        enqueue_on_commit(run)
     log.warning("run %s re-sent to the broker", run.pk)
     return True
 
@@ -314,34 +308,26 @@ def _auto_answer(
     """Answer an expired interrupt like a reviewer would; False when it does not fit."""
     args = message if response_type == HumanInterrupt.ResponseType.RESPONSE else None
     try:
-        normalized = contract.check_response(_request_of(row), response_type, args)
+        normalized = contract.check_response(request_of(row), response_type, args)
     except contract.ContractError:
         return False
     try:
         # A savepoint: when the graph's response_schema refuses the automatic answer,
         # only this attempt is undone and the caller tries the next outcome.
+        # Its announcement is made on commit, so a refused attempt announces nothing.
         with transaction.atomic():
-            row.status = HumanInterrupt.Status.EXPIRED
-            row.response_type = response_type
-            row.response_args = normalized
-            row.responded_at = now
-            row.save(update_fields=["status", "response_type", "response_args", "responded_at"])
-            data = audit.answer_data(row)
-            data["automatic"] = True
-            audit.audit_record(
-                kind=audit.Kind.INTERRUPT_EXPIRED,
+            answer_record(
                 thread=thread,
-                run_id=row.run_id,
-                interrupt=row,
-                actor=user,
-                data=data,
+                row=row,
+                response_type=response_type,
+                args=normalized,
+                expired_by=user,
+                at=now,
             )
-            _resume_when_answered(thread=thread, row=row, user=None)
     except Invalid:
         row.status = HumanInterrupt.Status.PENDING
         row.response_type, row.response_args, row.responded_at = "", None, None
         return False
-    _publish_changed(row, row.reviewer_group_id, row.status)
     return True
 
 
@@ -387,7 +373,7 @@ def interrupt_expire(
         )
         _publish_changed(row, row.reviewer_group_id, row.status)
         # Answers already given to sibling interrupts still reach the graph.
-        _resume_when_answered(thread=thread, row=row, user=None)
+        resume_when_answered(thread=thread, row=row, user=None)
     return row
 
 

@@ -8,8 +8,8 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from hitl.core.access.permissions import thread_for_viewer
 from hitl.core.errors import ServiceError
-from hitl.core.selectors import thread_for_viewer
 from hitl.ops import services as ops
 
 

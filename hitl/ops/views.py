@@ -22,8 +22,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from hitl.core.access.permissions import user_can_review_all
 from hitl.core.models import HumanInterrupt, Run
-from hitl.core.selectors import user_can_review_all
 from hitl.ops.rule_analytics import automation_context
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def _check_redis() -> None:
 
 
 def _check_checkpointer() -> None:
-    from hitl.core.tasks import checkpointer
+    from hitl.core.runs.graphs import checkpointer
 
     # A real read on the checkpoint tables: proves the pool, the schema and the grants.
     checkpointer().get_tuple({"configurable": {"thread_id": "hitl-healthz", "checkpoint_ns": ""}})

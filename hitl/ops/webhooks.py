@@ -38,9 +38,9 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from hitl.core.errors import error_line
-from hitl.core.events import RunEnded
+from hitl.core.live.events import RunEnded
 from hitl.core.models import HumanInterrupt, Run, WebhookDelivery
-from hitl.core.webhook_urls import WebhookNotAllowed, webhook_resolve
+from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_resolve
 
 log = logging.getLogger(__name__)
 

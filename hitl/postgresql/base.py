@@ -13,13 +13,14 @@ from __future__ import annotations
 from django.db.backends.postgresql import base
 
 from agents.checkpoint import check_if_idle, mark_returned
+from hitl.compat import psycopg_pool
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self):
         pool = super().pool
-        if pool is not None and pool._check is not check_if_idle:
+        if pool is not None:
             # Set before the pool opens (Django opens it on the first connection).
-            pool._check, pool._reset = check_if_idle, mark_returned
+            psycopg_pool.set_check(pool, check_if_idle, mark_returned)
         return pool

@@ -9,7 +9,7 @@ class ReviewConfig(AppConfig):
     verbose_name = "HITL reviewer app"
 
     def ready(self) -> None:
-        from hitl.core import events
+        from hitl.core.live import events
         from hitl.review import fragments
 
         # Rendered once where the interrupt is published, not in every web process.

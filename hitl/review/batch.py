@@ -16,9 +16,9 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from hitl.core import services
+from hitl.core import decisions, errors
+from hitl.core.access.permissions import thread_for_viewer, user_can_review
 from hitl.core.models import HumanInterrupt, Thread
-from hitl.core.selectors import thread_for_viewer, user_can_review
 from hitl.review.selectors import InboxQuery, interrupt_label, pending_interrupts_for
 
 ORDER = ("created_at", "interrupt_id", "position")
@@ -124,13 +124,13 @@ def thread_decide_all(request, thread_id):
             skipped.append(f"{label}: it does not allow {kind}")
             continue
         try:
-            services.interrupt_resolve(
+            decisions.interrupt_resolve(
                 interrupt_id=row.pk,
                 user=request.user,
                 response_type=kind,
                 grace=settings.HITL_UNDO_SECONDS,
             )
-        except services.ServiceError as exc:
+        except errors.ServiceError as exc:
             skipped.append(f"{label}: {exc.message.rstrip('.')}")
         else:
             done.append(label)

@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from hitl.core.bulk import MAX_BULK_ITEMS, interrupt_bulk_decide
+from hitl.core.decisions.bulk import MAX_BULK_ITEMS, interrupt_bulk_decide
 from hitl.core.errors import Invalid, check_json
 from hitl.review.forms import InboxFilterForm
 from hitl.review.selectors import (

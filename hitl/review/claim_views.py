@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from hitl.core import claims
+from hitl.core.decisions import claims
 from hitl.core.errors import Invalid, NotFound, ServiceError, check_json
 from hitl.core.models import HumanInterrupt
 

@@ -24,8 +24,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
-from hitl.core import events
 from hitl.core.errors import Invalid, load_json
+from hitl.core.live import events
 
 log = logging.getLogger(__name__)
 

@@ -11,16 +11,17 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from hitl.core import events, quorum
-from hitl.core.audit import audit_for_thread
-from hitl.core.models import HumanInterrupt, Run, Thread
-from hitl.core.selectors import (
+from hitl.core.access.permissions import (
     thread_pending_interrupts,
     thread_runs,
     user_can_cancel_thread,
     user_can_review,
     user_can_run_thread,
 )
+from hitl.core.audit import audit_for_thread
+from hitl.core.decisions import quorum
+from hitl.core.live import events
+from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json

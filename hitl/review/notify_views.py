@@ -10,10 +10,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from hitl.core.access.links import LinkExpired, LinkInvalid, link_interrupt_id
+from hitl.core.access.permissions import user_can_review_all
 from hitl.core.models import HumanInterrupt, NotificationPreference
-from hitl.core.notify_links import LinkExpired, LinkInvalid, link_interrupt_id
-from hitl.core.selectors import user_can_review_all
-from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 
 @login_required

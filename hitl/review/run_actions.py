@@ -8,9 +8,9 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from hitl.core import services
+from hitl.core import errors, runs
+from hitl.core.access.permissions import thread_for_viewer
 from hitl.core.models import Run
-from hitl.core.selectors import thread_for_viewer
 
 
 @login_required
@@ -22,13 +22,13 @@ def thread_rerun(request, thread_id):
         raise Http404("No such thread.")
     start = thread.runs.filter(kind=Run.Kind.START).order_by("-created_at").first()
     try:
-        services.run_start(
+        runs.run_start(
             graph=thread.graph,
             input=start.input if start else {},
             user=request.user,
             thread=thread,
         )
-    except services.ServiceError as exc:
+    except errors.ServiceError as exc:
         messages.error(request, exc.message)
     else:
         messages.success(request, "A new run started with the thread's input.")

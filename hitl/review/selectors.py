@@ -14,10 +14,10 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
-from hitl.core.claims import filter_claims, snoozed_by
+from hitl.core.access.permissions import user_can_review, user_can_review_all, user_group_ids
+from hitl.core.decisions.claims import filter_claims, snoozed_by
 from hitl.core.errors import without_paths
 from hitl.core.models import Artifact, HumanInterrupt, Run, Thread, ToolExecution
-from hitl.core.selectors import user_can_review, user_can_review_all, user_group_ids
 from hitl.review.rendering import markdown, pretty_json
 
 log = logging.getLogger(__name__)
@@ -349,7 +349,7 @@ class Conversation:
 def thread_conversation(thread: Thread, *, limit: int = 200) -> Conversation:
     """The thread's messages (and tool calls) from its LangGraph checkpoint."""
     from hitl.core.registry import registry
-    from hitl.core.tasks import checkpointer
+    from hitl.core.runs.graphs import checkpointer
 
     try:
         graph = registry.get(thread.graph, checkpointer())
@@ -439,7 +439,7 @@ def artifact_mime(artifact: Artifact) -> str:
 def artifact_open(artifact: Artifact):
     """Open an artifact's bytes from the thread's storage, or None when it is gone."""
     from agents.paths import FileAccessError
-    from hitl.core.files import thread_files
+    from hitl.core.files.storage import thread_files
 
     try:
         # The storage layer validates the virtual path (no "..", no other thread's files).

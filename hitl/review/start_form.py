@@ -17,8 +17,8 @@ from django.conf import settings
 
 from agents.schema import is_messages
 from hitl.core.errors import Invalid, check_json, load_json
-from hitl.core.graph_inputs import graph_input_schema, input_errors
 from hitl.core.registry import registry
+from hitl.core.runs.inputs import graph_input_schema, input_errors
 from hitl.review.forms import PrettyJSONField, arg_form_field
 from hitl.review.rendering import (
     BOOLEAN,

@@ -9,9 +9,10 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from hitl.core import services, timetravel
+from hitl.core import errors
+from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
 from hitl.core.models import Thread
-from hitl.core.selectors import user_can_run_thread, user_can_view_thread
+from hitl.core.runs import timetravel
 
 MAX_EDIT_BYTES = 64 * 1024
 
@@ -36,11 +37,11 @@ def thread_fork(request, thread_id):
     try:
         if raw:
             if len(raw.encode()) > MAX_EDIT_BYTES:
-                raise services.Invalid("The state edit is too large (64 KiB at most).")
+                raise errors.Invalid("The state edit is too large (64 KiB at most).")
             try:
                 values = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise services.Invalid(
+                raise errors.Invalid(
                     f"The state edit is not valid JSON: {exc.msg} (line {exc.lineno})."
                 ) from None
         run = timetravel.thread_fork(
@@ -49,7 +50,7 @@ def thread_fork(request, thread_id):
             checkpoint_id=request.POST.get("checkpoint_id", ""),
             values=values,
         )
-    except services.ServiceError as exc:
+    except errors.ServiceError as exc:
         messages.error(request, exc.message)
     else:
         edited = " with an edited state" if values else ""

@@ -8,7 +8,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from hitl.core.api_tokens import api_token_list_for_user, api_token_revoke
+from hitl.core.access.tokens import api_token_list_for_user, api_token_revoke
 from hitl.core.errors import NotFound
 
 

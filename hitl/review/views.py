@@ -15,14 +15,15 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
-from hitl.core import events, services
-from hitl.core.models import Artifact, HumanInterrupt, Thread
-from hitl.core.selectors import (
+from hitl.core import decisions, errors, runs
+from hitl.core.access.permissions import (
     user_can_review,
     user_can_review_all,
     user_can_view_thread,
     user_group_ids,
 )
+from hitl.core.live import events
+from hitl.core.models import Artifact, HumanInterrupt, Thread
 from hitl.review import fragments as partials
 from hitl.review.batch import batch_of, item_label
 from hitl.review.forms import DecisionForm, InboxFilterForm
@@ -106,14 +107,14 @@ def thread_new(request):
             # The run is sent once this commits: by then its thread counts as watched,
             # so the worker streams its events for the page the browser opens next.
             with transaction.atomic():
-                run = services.run_start(
+                run = runs.run_start(
                     graph=form.cleaned_data["graph"],
                     input=form.start_input(),
                     title=form.cleaned_data["title"],
                     user=request.user,
                 )
                 events.expect_listener(run.thread_id)
-        except services.ServiceError as exc:
+        except errors.ServiceError as exc:
             form.add_error(None, exc.message)
         else:
             # The thread page follows this run until it pauses or ends (progress.js).
@@ -218,7 +219,7 @@ def interrupt_decide(request, interrupt_id):
     # A decided row goes to the service whatever the form says: it names who answered.
     response_type, args = form.decision() if form.is_valid() else ("accept", None)
     try:
-        decided = services.interrupt_resolve(
+        answer = decisions.interrupt_resolve(
             interrupt_id=row.pk,
             user=request.user,
             response_type=response_type,
@@ -226,10 +227,10 @@ def interrupt_decide(request, interrupt_id):
             grace=settings.HITL_UNDO_SECONDS,
             approval_round=_approval_round(request),
         )
-    except services.ServiceError as exc:
+    except errors.ServiceError as exc:
         if as_json:
             return JsonResponse({"error": exc.message}, status=exc.status_code)
-        if isinstance(exc, services.Invalid):
+        if isinstance(exc, errors.Invalid):
             return _render_thread(request, row.thread, failed=(row, form, exc.message), status=400)
         row.refresh_from_db()
         if row.status != HumanInterrupt.Status.PENDING and row.responded_by_id not in (
@@ -241,7 +242,7 @@ def interrupt_decide(request, interrupt_id):
                 request, row.thread, lost=(row, form.submitted()), status=exc.status_code
             )
         messages.error(request, exc.message)
-        if isinstance(exc, services.Forbidden):
+        if isinstance(exc, errors.Forbidden):
             # Not routed to this user (a requester watching their thread): a real 403.
             return _render_thread(request, row.thread, status=403)
         # No longer pending.
@@ -260,20 +261,20 @@ def interrupt_decide(request, interrupt_id):
         if following
         else thread_url
     )
-    progress = getattr(decided, "approval_progress", None)
+    progress = answer.progress
     if progress is not None:  # four-eyes: still pending until the quorum is met
         done = (
             f"Approval recorded ({progress.approvals} of {progress.required} approvals): "
             f"{item_label(row, batch)}"
         )
-    undo = undo_info(decided)
+    undo = undo_info(answer.row)
     if as_json:
         return JsonResponse(
             {"ok": True, "next": next_url, "message": _sentence(done), "undo": undo}
         )
     moved = following is not None and following.thread_id != row.thread_id
     where = f" on “{row.thread.title}”; here is the next one" if moved else ""
-    tags = f"undo undo-{decided.pk}-{undo['until_ms']}" if undo else ""
+    tags = f"undo undo-{answer.row.pk}-{undo['until_ms']}" if undo else ""
     messages.success(request, _sentence(done + where), extra_tags=tags)
     return redirect(next_url)
 
@@ -302,8 +303,8 @@ def interrupt_undo(request, interrupt_id):
     row = _decidable_row(request, interrupt_id)
     as_json = _wants_json(request)
     try:
-        services.interrupt_undo(interrupt_id=row.pk, user=request.user)
-    except services.ServiceError as exc:
+        decisions.interrupt_undo(interrupt_id=row.pk, user=request.user)
+    except errors.ServiceError as exc:
         if as_json:
             return JsonResponse({"error": exc.message}, status=exc.status_code)
         messages.error(request, exc.message)
@@ -354,10 +355,10 @@ def interrupt_next(request):
 def thread_cancel(request, thread_id):
     thread = _thread_or_404(request, thread_id)
     try:
-        services.thread_cancel(thread=thread, user=request.user)
-    except services.ServiceError as exc:
+        runs.thread_cancel(thread=thread, user=request.user)
+    except errors.ServiceError as exc:
         messages.error(request, exc.message)
-        if isinstance(exc, services.Forbidden):
+        if isinstance(exc, errors.Forbidden):
             return _render_thread(request, thread, status=403)
     else:
         messages.success(request, "Thread cancelled.")

@@ -14,8 +14,8 @@ from ag_ui.core import Event, EventType, RunAgentInput
 from asgiref.sync import async_to_sync
 from pydantic import TypeAdapter
 
+from hitl.core.live.waiting import ThreadSubscription
 from hitl.core.models import HumanInterrupt, Thread
-from hitl.core.waiting import ThreadSubscription
 from tests.api.conftest import parse_sse, token_for
 
 pytestmark = pytest.mark.postgres

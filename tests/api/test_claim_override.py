@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from hitl.core import claims
+from hitl.core.decisions import claims
 from hitl.core.models import InterruptClaim
 from tests.review.conftest import human_interrupt, open_interrupts
 

@@ -401,7 +401,7 @@ def test_threads_delete_removes_the_thread_and_its_checkpoints_and_is_audited(
     assert exc.value.response.status_code == 404
     event = AuditEvent.objects.get(kind="thread.deleted")
     assert event.data["thread_id"] == thread_id and event.actor == reviewer
-    from hitl.core.tasks import checkpointer
+    from hitl.core.runs.graphs import checkpointer
 
     assert list(checkpointer().list({"configurable": {"thread_id": thread_id}})) == []
 

@@ -133,10 +133,9 @@ def test_a_reconnect_after_a_pause_gets_the_rest_but_not_the_paused_values_again
     from langgraph.types import Interrupt
 
     from hitl.api.langgraph.streaming import run_events
-    from hitl.core import eventlog
-    from hitl.core import stream as agui
+    from hitl.core.live import agui, eventlog
+    from hitl.core.live.waiting import ThreadSubscription
     from hitl.core.models import Thread
-    from hitl.core.waiting import ThreadSubscription
 
     thread = Thread.objects.create(
         graph=settings.HITL_DEFAULT_GRAPH, requester=reviewer, status=Thread.Status.INTERRUPTED

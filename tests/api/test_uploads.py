@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hitl.core.files import upload_name
+from hitl.core.files.storage import upload_name
 
 
 @pytest.fixture

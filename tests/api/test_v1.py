@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from hitl.core import services
+from hitl.core import runs
 from hitl.core.models import HumanInterrupt, Run, Thread
 
 pytestmark = pytest.mark.postgres
@@ -22,7 +22,7 @@ def api(api_for, requester):
 @pytest.fixture
 def interrupted(manual_runs, requester):
     """An approval thread paused on its interrupt."""
-    run = services.run_start(graph="approval", input={}, user=requester)
+    run = runs.run_start(graph="approval", input={}, user=requester)
     assert manual_runs(run) == "interrupted"
     return Thread.objects.get(pk=run.thread_id)
 

@@ -11,8 +11,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from agents.graphs.demo import QUARTERS
 from agents.paths import PathError
-from hitl.core.artifacts import artifact_register, run_outputs_record
-from hitl.core.files import StorageThreadFiles, upload_name
+from hitl.core.files.artifacts import artifact_register, run_outputs_record
+from hitl.core.files.storage import StorageThreadFiles, upload_name
 from hitl.core.models import Artifact, HumanInterrupt, Run, Thread
 from tests.conftest import wait_for
 

@@ -1,10 +1,10 @@
 """The reads a /langgraph wait and resume lock, as SQL built once, on every database.
 
-pgpaths.interrupts_answerable_locked must return what the ORM query it replaces
-(services.interrupt_rows_for_update over the thread's paused runs) returns: the same
+statements.interrupts_answerable_locked must return what the ORM query it replaces
+(decisions.interrupt_rows_for_update over the thread's paused runs) returns: the same
 rows in the same order, the same field values, the same run, reviewer group and
 answerer attached, and (on PostgreSQL) every row locked. The same for
-pgpaths.thread_locked. The parity tests run on SQLite too; the locks, the prepared
+statements.thread_locked. The parity tests run on SQLite too; the locks, the prepared
 statements and the single-statement answer are PostgreSQL's.
 """
 
@@ -17,7 +17,8 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from hitl.core import pgpaths, services
+from hitl.core import decisions, runs
+from hitl.core.db import statements
 from hitl.core.models import HumanInterrupt, Thread
 
 
@@ -26,7 +27,7 @@ def orm_read(thread_id) -> list[HumanInterrupt]:
         thread_id=thread_id, status=HumanInterrupt.Status.PENDING
     ).values("run_id")
     return list(
-        services.interrupt_rows_for_update(thread_id)
+        decisions.interrupt_rows_for_update(thread_id)
         .filter(run_id__in=paused)
         .order_by("created_at", "interrupt_id", "position")
     )
@@ -49,10 +50,10 @@ def described(rows: list[HumanInterrupt]) -> list[tuple]:
 @pytest.fixture
 def half_answered(manual_runs, requester, reviewer, reviewers_group):
     """The parallel graph's pause, one of its two rows answered by the reviewer."""
-    run = services.run_start(graph="parallel_approval", input={}, user=requester)
+    run = runs.run_start(graph="parallel_approval", input={}, user=requester)
     assert manual_runs(run) == "interrupted"
     first, _ = HumanInterrupt.objects.filter(thread_id=run.thread_id).order_by("position", "pk")[:2]
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=first.pk, user=reviewer, response_type="accept", args=None
     )
     return Thread.objects.get(pk=run.thread_id)
@@ -63,7 +64,7 @@ def test_the_sql_read_returns_what_the_orm_read_returns(half_answered, reviewer)
     with transaction.atomic():
         orm = orm_read(half_answered.pk)
         with CaptureQueriesContext(connection) as queries:
-            raw = pgpaths.interrupts_answerable_locked(half_answered.pk)
+            raw = statements.interrupts_answerable_locked(half_answered.pk)
     assert len(queries) == 1
     assert len(raw) == 2 and [r.status for r in raw].count("pending") == 1
     assert described(raw) == described(orm)
@@ -78,7 +79,7 @@ def test_the_sql_read_returns_what_the_orm_read_returns(half_answered, reviewer)
 def test_a_thread_with_nothing_pending_reads_nothing(requester):
     thread = Thread.objects.create(graph="approval", requester=requester)
     with transaction.atomic():
-        assert pgpaths.interrupts_answerable_locked(thread.pk) == []
+        assert statements.interrupts_answerable_locked(thread.pk) == []
 
 
 @pytest.mark.postgres
@@ -87,7 +88,7 @@ def test_every_row_read_is_locked_until_the_transaction_ends(half_answered, test
     table = HumanInterrupt._meta.db_table
     ids = list(HumanInterrupt.objects.filter(thread=half_answered).values_list("pk", flat=True))
     with transaction.atomic():
-        rows = pgpaths.interrupts_answerable_locked(half_answered.pk)
+        rows = statements.interrupts_answerable_locked(half_answered.pk)
         assert {r.pk for r in rows} == set(ids)
         with psycopg.connect(test_database_url, autocommit=True) as probe:
             for pk in ids:
@@ -102,11 +103,11 @@ def answer_in(manual_runs, requester, reviewer, grace: float = 0) -> tuple[dict,
     audit event as stored."""
     from hitl.core.models import AuditEvent
 
-    run = services.run_start(graph="approval", input={}, user=requester)
+    run = runs.run_start(graph="approval", input={}, user=requester)
     assert manual_runs(run) == "interrupted"
     row = HumanInterrupt.objects.get(thread_id=run.thread_id)
     args = {"action": "send_email", "args": {**row.args, "to": "ops@example.com"}}
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk, user=reviewer, response_type="edit", args=args, grace=grace
     )
     stored = HumanInterrupt.objects.filter(pk=row.pk).values().get()
@@ -134,7 +135,7 @@ def test_an_answer_and_its_audit_event_are_one_statement_written_as_the_orm_writ
         q["sql"] for q in queries.captured_queries if 'INSERT INTO "hitl_auditevent"' in q["sql"]
     ]
     assert any(sql.lstrip().startswith("WITH u AS") for sql in written)
-    monkeypatch.setattr(pgpaths, "available", lambda: False)
+    monkeypatch.setattr(statements, "available", lambda: False)
     orm = answer_in(manual_runs, requester, reviewer, grace)
     assert single == orm
     assert single[0]["status"] == "resolved" and single[0]["grace"] is bool(grace)
@@ -144,11 +145,11 @@ def test_an_answer_and_its_audit_event_are_one_statement_written_as_the_orm_writ
 @pytest.mark.django_db
 def test_the_thread_is_read_as_the_orm_reads_it(half_answered):
     with transaction.atomic():
-        thread = pgpaths.thread_locked(half_answered.pk)
+        thread = statements.thread_locked(half_answered.pk)
     fields = {f.attname: getattr(thread, f.attname) for f in Thread._meta.concrete_fields}
     assert fields == Thread.objects.filter(pk=half_answered.pk).values().get()
     assert thread._state.adding is False and thread.metadata == half_answered.metadata
-    assert pgpaths.thread_locked(uuid.uuid4()) is None
+    assert statements.thread_locked(uuid.uuid4()) is None
 
 
 @pytest.mark.postgres
@@ -156,7 +157,7 @@ def test_the_thread_is_read_as_the_orm_reads_it(half_answered):
 def test_the_thread_is_read_locked_as_the_orm_reads_it(half_answered, test_database_url):
     table = Thread._meta.db_table
     with transaction.atomic():
-        thread = pgpaths.thread_locked(half_answered.pk)
+        thread = statements.thread_locked(half_answered.pk)
         assert {f.attname: getattr(thread, f.attname) for f in Thread._meta.concrete_fields} == (
             Thread.objects.filter(pk=half_answered.pk).values().get()
         )
@@ -166,17 +167,17 @@ def test_the_thread_is_read_locked_as_the_orm_reads_it(half_answered, test_datab
             pytest.raises(psycopg.errors.LockNotAvailable),
         ):
             probe.execute(f'SELECT 1 FROM "{table}" WHERE id = %s FOR UPDATE NOWAIT', [thread.pk])
-    assert pgpaths.thread_locked(uuid.uuid4()) is None
+    assert statements.thread_locked(uuid.uuid4()) is None
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_these_statements_are_prepared_once_per_session_and_still_logged(half_answered):
-    """pgpaths binds on the server and prepares what it runs: PostgreSQL keeps the plan
+    """statements binds on the server and prepares what it runs: PostgreSQL keeps the plan
     for the session. Django's query log still shows each statement with its values."""
     with CaptureQueriesContext(connection) as queries, transaction.atomic():
         for _ in range(3):
-            pgpaths.thread_locked(half_answered.pk)
+            statements.thread_locked(half_answered.pk)
     logged = [q["sql"] for q in queries.captured_queries if "hitl_thread" in q["sql"]]
     assert len(logged) == 3
     assert all(f"t.id = '{half_answered.pk.hex}'::uuid FOR UPDATE" in sql for sql in logged)

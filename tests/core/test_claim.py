@@ -1,6 +1,6 @@
 """Claiming a run's lease: the single-statement PostgreSQL path and its ORM fallback.
 
-runs.run_claim tries pgpaths.run_claim first on PostgreSQL (one UPDATE ... RETURNING
+lease.run_claim tries statements.run_claim first on PostgreSQL (one UPDATE ... RETURNING
 that also appends the run.started audit event and joins the thread); whatever that
 statement leaves alone (a live lease of another worker, exhausted attempts, a finished
 or missing run) is decided by the ORM path under lock.
@@ -16,8 +16,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from hitl.api.langgraph import services as lg_services
-from hitl.core import pgpaths, runs
+from hitl.core.db import statements
 from hitl.core.models import AuditEvent, Run, Thread
+from hitl.core.worker import lease
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -68,7 +69,7 @@ def test_a_queued_run_is_claimed_in_one_query_with_its_thread_and_audit_event(
     queued_run, requester, django_assert_num_queries
 ):
     with django_assert_num_queries(1) as captured:
-        run, wait = runs.run_claim(run_id=queued_run.pk, worker="w1")
+        run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
     assert "RETURNING" in captured.captured_queries[0]["sql"]
 
     assert wait == 0.0
@@ -93,7 +94,7 @@ def test_a_queued_run_is_claimed_in_one_query_with_its_thread_and_audit_event(
 
 
 def test_a_claimed_run_comes_back_with_its_json_fields_decoded(queued_run, requester):
-    run, _ = runs.run_claim(run_id=queued_run.pk, worker="w1")
+    run, _ = lease.run_claim(run_id=queued_run.pk, worker="w1")
 
     assert isinstance(run.input, dict) and run.input == RUN_INPUT
     assert list(run.input) == list(RUN_INPUT)  # the json column keeps the key order
@@ -117,7 +118,7 @@ def test_a_run_leased_by_another_live_worker_is_not_claimed(queued_run):
         started_at=timezone.now(),
     )
 
-    run, wait = runs.run_claim(run_id=queued_run.pk, worker="w1")
+    run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
 
     assert run is None
     assert 0 < wait <= 30
@@ -130,13 +131,13 @@ def test_a_run_leased_by_another_live_worker_is_not_claimed(queued_run):
 def test_a_run_whose_other_workers_lease_expired_is_taken_over_as_a_second_attempt(
     queued_run, requester
 ):
-    first, _ = runs.run_claim(run_id=queued_run.pk, worker="doomed")
+    first, _ = lease.run_claim(run_id=queued_run.pk, worker="doomed")
     assert first is not None and first.first_claim is True
     Run.objects.filter(pk=queued_run.pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
 
-    run, wait = runs.run_claim(run_id=queued_run.pk, worker="w2")
+    run, wait = lease.run_claim(run_id=queued_run.pk, worker="w2")
 
     assert wait == 0.0
     assert_claimed_by(run, "w2", attempts=2, created_by_id=requester.pk)
@@ -149,10 +150,10 @@ def test_a_run_whose_other_workers_lease_expired_is_taken_over_as_a_second_attem
 
 
 def test_a_worker_reclaiming_its_own_running_run_gets_it_again(queued_run, requester):
-    first, _ = runs.run_claim(run_id=queued_run.pk, worker="w1")
+    first, _ = lease.run_claim(run_id=queued_run.pk, worker="w1")
     assert first is not None
 
-    again, wait = runs.run_claim(run_id=queued_run.pk, worker="w1")
+    again, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
 
     assert wait == 0.0
     assert_claimed_by(again, "w1", attempts=2, created_by_id=requester.pk)
@@ -174,7 +175,7 @@ def test_a_run_out_of_attempts_is_not_claimed_and_ends_failed(queued_run):
         started_at=timezone.now() - timedelta(minutes=5),
     )
 
-    run, wait = runs.run_claim(run_id=queued_run.pk, worker="w1")
+    run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
 
     assert (run, wait) == (None, 0.0)
     row = Run.objects.get(pk=queued_run.pk)
@@ -192,7 +193,7 @@ def test_a_run_out_of_attempts_is_not_claimed_and_ends_failed(queued_run):
 def test_a_queued_run_out_of_attempts_is_not_claimed_either(queued_run):
     Run.objects.filter(pk=queued_run.pk).update(attempts=settings.HITL_RUN_MAX_ATTEMPTS)
 
-    assert runs.run_claim(run_id=queued_run.pk, worker="w1") == (None, 0.0)
+    assert lease.run_claim(run_id=queued_run.pk, worker="w1") == (None, 0.0)
 
     assert Run.objects.get(pk=queued_run.pk).status == Run.Status.ERROR
     assert started_events(queued_run.pk) == []
@@ -208,7 +209,7 @@ def test_a_finished_run_is_not_claimed_and_writes_no_audit_event(queued_run, sta
     )
     events_before = AuditEvent.objects.count()
 
-    assert runs.run_claim(run_id=queued_run.pk, worker="w1") == (None, 0.0)
+    assert lease.run_claim(run_id=queued_run.pk, worker="w1") == (None, 0.0)
 
     row = Run.objects.get(pk=queued_run.pk)
     assert (row.status, row.attempts, row.lease_owner) == (status, 1, "")
@@ -219,7 +220,7 @@ def test_a_finished_run_is_not_claimed_and_writes_no_audit_event(queued_run, sta
 def test_a_missing_run_is_not_claimed_and_writes_no_audit_event(db):
     events_before = AuditEvent.objects.count()
 
-    assert runs.run_claim(run_id=uuid.uuid4(), worker="w1") == (None, 0.0)
+    assert lease.run_claim(run_id=uuid.uuid4(), worker="w1") == (None, 0.0)
 
     assert AuditEvent.objects.count() == events_before
 
@@ -228,18 +229,18 @@ def test_a_missing_run_is_not_claimed_and_writes_no_audit_event(db):
 
 
 def test_the_single_statement_path_is_available_on_postgresql(db):
-    assert pgpaths.available() is True
+    assert statements.available() is True
 
 
 def test_without_the_single_statement_path_the_orm_path_claims_the_same_way(
     queued_run, requester, monkeypatch, django_assert_num_queries, django_assert_max_num_queries
 ):
     calls = []
-    monkeypatch.setattr(pgpaths, "available", lambda: False)
-    monkeypatch.setattr(pgpaths, "run_claim", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(statements, "available", lambda: False)
+    monkeypatch.setattr(statements, "run_claim", lambda **kw: calls.append(kw))
 
     with django_assert_max_num_queries(5) as captured:  # savepoint, lock, update, audit, release
-        run, wait = runs.run_claim(run_id=queued_run.pk, worker="w1")
+        run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
 
     assert calls == []  # the statement was never tried
     assert any("FOR UPDATE" in q["sql"] for q in captured.captured_queries)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hitl.core import services
-from hitl.core.engine import leases
+from hitl.core import decisions, runs
 from hitl.core.models import HumanInterrupt, Run, Thread, ToolExecution
+from hitl.core.worker.engine import leases
 from tests.async_graphs import ASYNC_GRAPHS, TARGETS
 from tests.conftest import ROOT, wait_for
 
@@ -28,10 +28,10 @@ def count(path: Path) -> int:
 
 def cycle(manual_runs, requester, reviewer, graph: str, graph_input: dict, answer: dict) -> Run:
     """Start, pause on one interrupt, answer it, resume to the end: in this process."""
-    run = services.run_start(graph=graph, input=graph_input, user=requester)
+    run = runs.run_start(graph=graph, input=graph_input, user=requester)
     assert manual_runs(run) == "interrupted"
     [row] = HumanInterrupt.objects.filter(thread_id=run.thread_id, status="pending")
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, **answer)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, **answer)
     resume = Run.objects.get(thread_id=run.thread_id, kind="resume")
     assert manual_runs(resume) == "success"
     resume.refresh_from_db()
@@ -134,7 +134,7 @@ def test_cancel_stops_a_run_awaiting_a_model_within_a_tick(
     import threading
     import time
 
-    run = services.run_start(
+    run = runs.run_start(
         graph="async_gated", input={"dir": str(tmp_path), "gates": ["model"]}, user=requester
     )
     outcome: list[str] = []
@@ -142,7 +142,7 @@ def test_cancel_stops_a_run_awaiting_a_model_within_a_tick(
     runner.start()
     wait_for(lambda: list(tmp_path.glob("at-model-*")), 30, what="the run to await the model")
     cancelled_at = time.monotonic()
-    services.thread_cancel(thread=Thread.objects.get(pk=run.thread_id), user=requester)
+    runs.thread_cancel(thread=Thread.objects.get(pk=run.thread_id), user=requester)
     runner.join(timeout=10)
     stopped_after = time.monotonic() - cancelled_at
     assert outcome == ["cancelled"]
@@ -173,7 +173,7 @@ def test_async_graphs_on_a_threads_pool_worker(
         "mixed_nodes": {"dir": str(folders["mixed_nodes"])},
         "async_tool_agent": {"request": str(folders["async_tool_agent"])},
     }
-    runs = {g: services.run_start(graph=g, input=i, user=requester) for g, i in inputs.items()}
+    started = {g: runs.run_start(graph=g, input=i, user=requester) for g, i in inputs.items()}
 
     def status(run: Run, wanted: str):
         thread = Thread.objects.get(pk=run.thread_id)
@@ -181,16 +181,16 @@ def test_async_graphs_on_a_threads_pool_worker(
             raise AssertionError(Run.objects.filter(thread_id=run.thread_id).last().error)
         return thread.status == wanted
 
-    for graph, run in runs.items():
+    for graph, run in started.items():
         wait_for(lambda run=run: status(run, "interrupted"), 30, 0.1, f"{graph} to pause")
         [row] = HumanInterrupt.objects.filter(thread_id=run.thread_id)
-        services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
-    for graph, run in runs.items():
+        decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    for graph, run in started.items():
         wait_for(lambda run=run: status(run, "done"), 30, 0.1, f"{graph} to finish")
     assert count(folders["async_gated"] / "published.log") == 1
     assert count(folders["mixed_nodes"] / "published.log") == 1
     assert (folders["async_tool_agent"] / "transfer.log").read_text() == "5\n"
-    for run in runs.values():
+    for run in started.values():
         assert Run.objects.get(thread_id=run.thread_id, kind="resume").attempts == 1
 
 
@@ -240,11 +240,11 @@ def test_an_mcp_tool_under_approval_runs_as_decided(
 ):
     folder = tmp_path / "bank"
     folder.mkdir()
-    run = services.run_start(graph="mcp_agent", input={"request": str(folder)}, user=requester)
+    run = runs.run_start(graph="mcp_agent", input={"request": str(folder)}, user=requester)
     assert manual_runs(run) == "interrupted"
     [row] = HumanInterrupt.objects.filter(thread_id=run.thread_id)
     assert (row.action, row.args) == ("transfer", {"folder": str(folder), "amount": 5})
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, **answer)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, **answer)
     resume = Run.objects.get(thread_id=run.thread_id, kind="resume")
     assert manual_runs(resume) == "success"
     log = folder / "transfer.log"

@@ -1,8 +1,8 @@
 """Ending a run: the single-statement PostgreSQL path and its ORM fallback.
 
-runs.run_finish, given the run's thread_id on PostgreSQL (as the worker calls it), locks
+lease.run_finish, given the run's thread_id on PostgreSQL (as the worker calls it), locks
 the thread and marks the run ended and the thread's new status in one statement
-(pgpaths.run_finish_mark, a data-modifying CTE); with nothing paused that statement also
+(statements.run_finish_mark, a data-modifying CTE); with nothing paused that statement also
 appends the run.finished audit event. Without thread_id, or on other databases, the ORM
 path locks thread then run and saves each row. Both must leave the same rows behind.
 """
@@ -21,8 +21,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from hitl.api.langgraph import services as lg_services
-from hitl.core import pgpaths, runs
+from hitl.core.db import statements
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
+from hitl.core.worker import lease
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -61,7 +62,7 @@ def claimed_run(requester) -> Run:
     run = lg_services.run_create(
         user=requester, assistant_id="approval", thread=thread, input={"request": "q3"}
     )
-    claimed, wait = runs.run_claim(run_id=run.pk, worker="w1")
+    claimed, wait = lease.run_claim(run_id=run.pk, worker="w1")
     assert claimed is not None and wait == 0.0
     assert (claimed.status, claimed.lease_owner) == (Run.Status.RUNNING, "w1")
     return claimed
@@ -143,7 +144,7 @@ def test_an_end_with_nothing_paused_marks_run_and_thread_and_audits_in_one_state
 ):
     before = timezone.now()
     with CaptureQueriesContext(connection) as captured:
-        finished = runs.run_finish(
+        finished = lease.run_finish(
             run_id=claimed.pk,
             worker="w1",
             interrupts=[],
@@ -196,7 +197,7 @@ def test_an_end_with_nothing_paused_marks_run_and_thread_and_audits_in_one_state
 
 
 def test_a_result_of_none_is_stored_as_null(claimed):
-    finished = runs.run_finish(
+    finished = lease.run_finish(
         run_id=claimed.pk, worker="w1", interrupts=[], result=None, thread_id=claimed.thread_id
     )
 
@@ -214,7 +215,7 @@ def test_a_pause_with_two_interrupts_makes_two_pending_rows_and_audits_them_in_o
     interrupts = two_interrupts()
     (first_id, first_value, _), (second_id, _, _) = interrupts
 
-    finished = runs.run_finish(
+    finished = lease.run_finish(
         run_id=claimed.pk,
         worker="w1",
         interrupts=interrupts,
@@ -288,7 +289,7 @@ def test_a_run_cancelled_before_it_finishes_is_not_finished(claimed, paused, lea
     Run.objects.filter(pk=claimed.pk).update(status=Run.Status.CANCELLED, lease_owner=lease_owner)
     thread_status = Thread.objects.get(pk=claimed.thread_id).status
 
-    finished = runs.run_finish(
+    finished = lease.run_finish(
         run_id=claimed.pk,
         worker="w1",
         interrupts=two_interrupts() if paused else [],
@@ -307,7 +308,7 @@ def test_a_run_taken_over_by_another_worker_is_not_finished_by_the_first(claimed
     Run.objects.filter(pk=claimed.pk).update(lease_owner="w2")
     thread_status = Thread.objects.get(pk=claimed.thread_id).status
 
-    finished = runs.run_finish(
+    finished = lease.run_finish(
         run_id=claimed.pk,
         worker="w1",
         interrupts=two_interrupts() if paused else [],
@@ -327,7 +328,7 @@ def test_a_finish_naming_another_thread_finishes_nothing(claimed, requester, pau
     other = lg_services.thread_create(user=requester)
     thread_status = Thread.objects.get(pk=claimed.thread_id).status
 
-    finished = runs.run_finish(
+    finished = lease.run_finish(
         run_id=claimed.pk,
         worker="w1",
         interrupts=two_interrupts() if paused else [],
@@ -350,7 +351,7 @@ def test_a_redelivered_finish_does_not_duplicate_the_interrupts_it_made_before(
 ):
     interrupts = two_interrupts()
     thread_id = claimed.thread_id if with_thread_id else None
-    first = runs.run_finish(
+    first = lease.run_finish(
         run_id=claimed.pk, worker="w1", interrupts=interrupts, result=None, thread_id=thread_id
     )
     assert first is not None
@@ -363,7 +364,7 @@ def test_a_redelivered_finish_does_not_duplicate_the_interrupts_it_made_before(
         status=Run.Status.RUNNING, lease_owner="w1", finished_at=None
     )
 
-    again = runs.run_finish(
+    again = lease.run_finish(
         run_id=claimed.pk, worker="w1", interrupts=interrupts, result=None, thread_id=thread_id
     )
 
@@ -388,7 +389,7 @@ def test_a_redelivered_finish_does_not_duplicate_the_interrupts_it_made_before(
 
 
 def test_the_single_statement_path_is_available_on_postgresql(db):
-    assert pgpaths.available() is True
+    assert statements.available() is True
 
 
 @pytest.mark.parametrize("paused", [False, True], ids=["nothing_paused", "two_interrupts"])
@@ -397,19 +398,19 @@ def test_the_orm_path_ends_a_run_as_the_single_statement_does(
     manual_runs, requester, reviewers_group, monkeypatch, paused, orm_way
 ):
     marks = []
-    real_mark = pgpaths.run_finish_mark
+    real_mark = statements.run_finish_mark
 
     def mark(**kwargs):
         marks.append(kwargs)
         return real_mark(**kwargs)
 
-    monkeypatch.setattr(pgpaths, "run_finish_mark", mark)
+    monkeypatch.setattr(statements, "run_finish_mark", mark)
     by_statement, by_orm = claimed_run(requester), claimed_run(requester)
     interrupts = two_interrupts()  # the same ids on both threads: the same audit data
     result = None if paused else RESULT
 
     with CaptureQueriesContext(connection) as captured:
-        runs.run_finish(
+        lease.run_finish(
             run_id=by_statement.pk,
             worker="w1",
             interrupts=interrupts if paused else [],
@@ -420,12 +421,12 @@ def test_the_orm_path_ends_a_run_as_the_single_statement_does(
     assert locking_selects(captured.captured_queries, RUN_TABLE) == []
 
     if orm_way == "no_postgres_path":
-        monkeypatch.setattr(pgpaths, "available", lambda: False)
+        monkeypatch.setattr(statements, "available", lambda: False)
         thread_id = by_orm.thread_id
     else:
         thread_id = None
     with CaptureQueriesContext(connection) as captured:
-        finished = runs.run_finish(
+        finished = lease.run_finish(
             run_id=by_orm.pk,
             worker="w1",
             interrupts=interrupts if paused else [],
@@ -473,7 +474,7 @@ def test_the_statement_locks_the_thread_before_the_run(manual_runs, requester, t
 
     def finish() -> None:
         try:
-            outcome_of["run"] = runs.run_finish(
+            outcome_of["run"] = lease.run_finish(
                 run_id=run.pk, worker="w1", interrupts=[], result=RESULT, thread_id=run.thread_id
             )
         except Exception as exc:

@@ -10,8 +10,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from agents.ledger import LEDGER_KEY, idempotency_key
 from agents.tools.approval import _execute_once
-from hitl.core.ledger import ThreadToolLedger
 from hitl.core.models import Thread, ToolExecution
+from hitl.core.worker.ledger import ThreadToolLedger
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,9 @@ from django.db import connection
 
 from hitl.api.langgraph import serializers
 from hitl.api.langgraph import services as lg_services
-from hitl.core import runs, services
+from hitl.core import decisions
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
+from hitl.core.worker import lease
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +57,7 @@ def test_claiming_a_run_stays_lean(requester, idle_thread, django_assert_max_num
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
     with django_assert_max_num_queries(1 if ON_POSTGRES else 5):
-        claimed, _ = runs.run_claim(run_id=run.pk, worker="w1")
+        claimed, _ = lease.run_claim(run_id=run.pk, worker="w1")
     assert claimed is not None and claimed.status == "running"
 
 
@@ -66,10 +67,10 @@ def test_ending_a_run_with_nothing_paused_is_one_statement(
     run = lg_services.run_create(
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
-    runs.run_claim(run_id=run.pk, worker="w1")
+    lease.run_claim(run_id=run.pk, worker="w1")
     # The statement, inside the savepoint the test's transaction turns it into.
     with django_assert_num_queries(3 if ON_POSTGRES else 7) as captured:
-        finished = runs.run_finish(
+        finished = lease.run_finish(
             run_id=run.pk, worker="w1", interrupts=[], result={"ok": 1}, thread_id=run.thread_id
         )
     assert finished.status == "success" and finished.result == {"ok": 1}
@@ -112,14 +113,14 @@ def test_answering_an_interrupt_stays_lean(paused_run, reviewer, django_assert_m
     row = HumanInterrupt.objects.get(thread_id=paused_run.thread_id)
     # On PostgreSQL the answer and its audit event are one statement.
     with django_assert_max_num_queries(9 if ON_POSTGRES else 11):
-        services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+        decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     assert Run.objects.filter(thread_id=paused_run.thread_id, kind="resume").count() == 1
 
 
 def test_resuming_through_the_langgraph_api_stays_lean(
     paused_run, reviewer, django_assert_num_queries
 ):
-    # runs.wait(command={"resume": ...}): lock the thread and read its pending rows (and
+    # lease.wait(command={"resume": ...}): lock the thread and read its pending rows (and
     # their runs' other rows) locked, once; answer them as read, and create the resume
     # run with its metadata and webhook (on PostgreSQL with the thread's change, one
     # statement; each answer with its audit event, one more). 7 with the savepoint of
@@ -127,7 +128,7 @@ def test_resuming_through_the_langgraph_api_stays_lean(
     # item of their group on it?): 22, 15, 13, 10, then 8 before, counting the thread's
     # read by the view. The reviewer's permissions are
     # loaded first, as any earlier check in the request loads them.
-    from hitl.core.selectors import user_can_view_thread
+    from hitl.core.access.permissions import user_can_view_thread
 
     assert user_can_view_thread(reviewer, Thread.objects.get(pk=paused_run.thread_id))
     with django_assert_num_queries(7 if ON_POSTGRES else 9) as captured:
@@ -160,7 +161,7 @@ def test_lookups_by_primary_key_compile_no_order_by(
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
     with django_assert_max_num_queries(2 if ON_POSTGRES else 7) as captured:
-        claimed, _ = runs.run_claim(run_id=run.pk, worker="w1")
+        claimed, _ = lease.run_claim(run_id=run.pk, worker="w1")
         read = _read_finished(run.pk)
     assert claimed.pk == read.pk == run.pk
     selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from hitl.core import services
+from hitl.core import decisions, errors, runs
 from hitl.core.models import Approval, AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run
 
 pytestmark = pytest.mark.django_db
@@ -24,13 +24,13 @@ def third_reviewer(reviewers_group):
 
 
 def paused(manual_runs, requester, **state) -> HumanInterrupt:
-    run = services.run_start(graph="approval", input=state, user=requester)
+    run = runs.run_start(graph="approval", input=state, user=requester)
     assert manual_runs(run) == "interrupted"
     return HumanInterrupt.objects.get(run=run)
 
 
 def decide(row, user, response_type="accept", args=None):
-    return services.interrupt_resolve(
+    return decisions.interrupt_resolve(
         interrupt_id=row.pk, user=user, response_type=response_type, args=args
     )
 
@@ -46,11 +46,11 @@ def test_the_interrupt_value_asks_for_two_approvals(
     assert row.approvals_required == 2
 
     first = decide(row, reviewer)
-    assert first.status == "pending"
-    assert (first.approval_progress.approvals, first.approval_progress.required) == (1, 2)
+    assert first.row.status == "pending" and first.resume_run is None
+    assert (first.progress.approvals, first.progress.required) == (1, 2)
     assert resumes(row) == []
 
-    second = decide(row, second_reviewer)
+    second = decide(row, second_reviewer).row
     assert (second.status, second.response_type, second.responded_by) == (
         "resolved",
         "accept",
@@ -80,7 +80,7 @@ def test_the_group_policy_asks_for_approvals(
     decide(row, reviewer)
     decide(row, second_reviewer)
     assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
-    assert decide(row, third_reviewer).status == "resolved"
+    assert decide(row, third_reviewer).row.status == "resolved"
 
 
 def test_the_interrupt_cannot_lower_the_groups_requirement(manual_runs, requester, reviewers_group):
@@ -92,7 +92,7 @@ def test_the_interrupt_cannot_lower_the_groups_requirement(manual_runs, requeste
 def test_one_person_cannot_approve_twice(manual_runs, requester, reviewer):
     row = paused(manual_runs, requester, approvals=2)
     decide(row, reviewer)
-    with pytest.raises(services.Conflict, match="already approved"):
+    with pytest.raises(errors.Conflict, match="already approved"):
         decide(row, reviewer)
     assert Approval.objects.filter(interrupt=row).count() == 1
     assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
@@ -106,12 +106,12 @@ def test_an_edit_resets_the_earlier_approvals(
     edited = {"to": "cfo@example.com", "subject": "Q3", "copies": 2, "urgent": True}
     after_edit = decide(row, second_reviewer, "edit", {"action": "send_email", "args": edited})
     # The first approval was of other args: only the editor's counts now.
-    assert after_edit.status == "pending"
-    assert after_edit.approval_progress.approvals == 1
-    assert (after_edit.approval_round, after_edit.approval_args) == (1, edited)
+    assert after_edit.row.status == "pending"
+    assert after_edit.progress.approvals == 1
+    assert (after_edit.row.approval_round, after_edit.row.approval_args) == (1, edited)
 
     # The first reviewer may approve again: they have not approved these args yet.
-    done = decide(row, reviewer)
+    done = decide(row, reviewer).row
     assert (done.status, done.response_type) == ("resolved", "edit")
     assert done.response_args == {"action": "send_email", "args": edited}
     [resume] = resumes(row)
@@ -125,7 +125,7 @@ def test_an_edit_resets_the_earlier_approvals(
 def test_any_reject_ends_it_at_once(manual_runs, requester, reviewer, second_reviewer):
     row = paused(manual_runs, requester, approvals=2)
     decide(row, reviewer)
-    ended = decide(row, second_reviewer, "ignore")
+    ended = decide(row, second_reviewer, "ignore").row
     assert (ended.status, ended.response_type) == ("resolved", "ignore")
     [resume] = resumes(row)
     assert resume.input["resume"][row.interrupt_id]["type"] == "ignore"
@@ -135,10 +135,10 @@ def test_a_policy_can_keep_it_open_after_a_reject(
     manual_runs, requester, reviewer, second_reviewer, third_reviewer
 ):
     row = paused(manual_runs, requester, approvals={"required": 2, "reject_ends": False})
-    assert decide(row, reviewer, "response", "No, wrong recipient").status == "pending"
+    assert decide(row, reviewer, "response", "No, wrong recipient").row.status == "pending"
     assert resumes(row) == []
     decide(row, second_reviewer)
-    assert decide(row, third_reviewer).status == "resolved"
+    assert decide(row, third_reviewer).row.status == "resolved"
     vote = AuditEvent.objects.filter(interrupt=row, kind="interrupt.approved").first()
     assert vote.data["vote"] == "reject"
 
@@ -148,11 +148,11 @@ def test_the_requester_cannot_approve_their_own_threads_interrupt(
 ):
     requester = _user("reggie", reviewers_group)
     row = paused(manual_runs, requester, approvals=2)
-    with pytest.raises(services.Forbidden, match="requested this thread"):
+    with pytest.raises(errors.Forbidden, match="requested this thread"):
         decide(row, requester)
     assert not Approval.objects.filter(interrupt=row).exists()
     # Rejecting their own request stays possible.
-    assert decide(row, requester, "ignore").status == "resolved"
+    assert decide(row, requester, "ignore").row.status == "resolved"
     assert reviewer
 
 
@@ -162,8 +162,8 @@ def test_a_policy_may_allow_self_approval(manual_runs, reviewers_group, reviewer
     )
     requester = _user("reggie", reviewers_group)
     row = paused(manual_runs, requester)
-    assert decide(row, requester).status == "pending"
-    assert decide(row, reviewer).status == "resolved"
+    assert decide(row, requester).row.status == "pending"
+    assert decide(row, reviewer).row.status == "resolved"
 
 
 def test_approvals_must_come_from_the_named_sub_groups(
@@ -172,10 +172,10 @@ def test_approvals_must_come_from_the_named_sub_groups(
     policy = ReviewerGroupPolicy.objects.create(group=reviewers_group, approvals_required=2)
     policy.approval_groups.add(finance_group)
     row = paused(manual_runs, requester)
-    with pytest.raises(services.Forbidden, match="must come from: finance"):
+    with pytest.raises(errors.Forbidden, match="must come from: finance"):
         decide(row, reviewer)
     controller = _user("carl", reviewers_group, finance_group)
-    assert decide(row, controller).status == "pending"
+    assert decide(row, controller).row.status == "pending"
 
 
 def test_agent_inbox_and_langgraph_still_see_one_pending_interrupt(
@@ -195,16 +195,16 @@ def test_undoing_the_deciding_approval_takes_it_back(
 ):
     row = paused(manual_runs, requester, approvals=2)
     decide(row, reviewer)
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk, user=second_reviewer, response_type="accept", grace=30
     )
-    services.interrupt_undo(interrupt_id=row.pk, user=second_reviewer)
+    decisions.interrupt_undo(interrupt_id=row.pk, user=second_reviewer)
     row.refresh_from_db()
     assert row.status == "pending"
     assert list(
         Approval.objects.filter(interrupt=row).values_list("user__username", flat=True)
     ) == ["rita"]
-    assert decide(row, second_reviewer).status == "resolved"
+    assert decide(row, second_reviewer).row.status == "resolved"
 
 
 @pytest.mark.parametrize("asked", ["two", {"required": 0}, {"required": -3}, None, [2], True])

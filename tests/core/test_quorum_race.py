@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from django.contrib.auth import get_user_model
 
-from hitl.core import services
+from hitl.core import runs
 from hitl.core.models import ApiToken, Approval, HumanInterrupt, Run, Thread
 from tests.core.test_race import race
 
@@ -25,7 +25,7 @@ def twenty(transactional_db, reviewers_group):
 
 
 def test_twenty_reviewers_racing_on_two_of_m_resume_exactly_once(manual_runs, requester, twenty):
-    run = services.run_start(graph="approval", input={"approvals": 2}, user=requester)
+    run = runs.run_start(graph="approval", input={"approvals": 2}, user=requester)
     assert manual_runs(run) == "interrupted"
     [row] = HumanInterrupt.objects.filter(run=run)
     path = f"/api/v1/interrupts/{row.pk}/decision"

@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test import Client
 
-from hitl.core import runs, services
+from hitl.core import runs
 from hitl.core.models import ApiToken, HumanInterrupt, Run, Thread
+from hitl.core.worker import lease
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.postgres
@@ -30,7 +31,7 @@ def reviewers(transactional_db, reviewers_group):
 
 
 def started(manual_runs, requester, graph: str) -> Thread:
-    run = services.run_start(graph=graph, input={}, user=requester)
+    run = runs.run_start(graph=graph, input={}, user=requester)
     assert manual_runs(run) == "interrupted"
     return Thread.objects.get(pk=run.thread_id)
 
@@ -115,14 +116,14 @@ def test_run_finish_waits_for_a_cancel_instead_of_deadlocking(
     that holds the thread waits for it (and then sees the cancel) instead of deadlocking."""
     import psycopg
 
-    run = services.run_start(graph="approval", input={}, user=requester)
-    claimed, _ = runs.run_claim(run_id=run.pk, worker="w")
+    run = runs.run_start(graph="approval", input={}, user=requester)
+    claimed, _ = lease.run_claim(run_id=run.pk, worker="w")
     assert claimed is not None
     outcome: dict = {}
 
     def finish() -> None:
         try:
-            outcome["run"] = runs.run_finish(
+            outcome["run"] = lease.run_finish(
                 run_id=run.pk, worker="w", interrupts=[], result={"done": True}
             )
         except Exception as exc:  # the failure under test: DeadlockDetected
@@ -132,7 +133,7 @@ def test_run_finish_waits_for_a_cancel_instead_of_deadlocking(
 
     finisher = threading.Thread(target=finish)
     with psycopg.connect(test_database_url, autocommit=True) as watcher, transaction.atomic():
-        # What thread_cancel does: lock the thread, then cancel its runs.
+        # What thread_cancel does: lock the thread, then cancel its lease.
         Thread.objects.select_for_update().get(pk=run.thread_id)
         finisher.start()
         wait_for(

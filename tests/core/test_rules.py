@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hitl.core import rules, services
+from hitl.core import decisions, errors
+from hitl.core.decisions import rules
+from hitl.core.decisions.rule_stats import decision_sources, rule_stats
 from hitl.core.models import AuditEvent, DecisionRule, ReviewerGroupPolicy, RuleHit, Run
-from hitl.core.rule_stats import decision_sources, rule_stats
 from tests.review.conftest import human_interrupt, open_interrupts
 
 pytestmark = pytest.mark.django_db
@@ -95,8 +96,8 @@ def test_a_dry_run_only_records_and_shows_agreement_with_people(
         human_interrupt(args={"to": "c@ourcompany.com"}),
     )
     assert {agree.status, disagree.status, untouched.status} == {"pending"}
-    services.interrupt_resolve(interrupt_id=agree.pk, user=reviewer, response_type="accept")
-    services.interrupt_resolve(interrupt_id=disagree.pk, user=reviewer, response_type="ignore")
+    decisions.interrupt_resolve(interrupt_id=agree.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=disagree.pk, user=reviewer, response_type="ignore")
     [stats] = rule_stats()
     assert (stats.dry_run_hits, stats.live_decisions, stats.judged, stats.agreed) == (3, 0, 2, 1)
     assert stats.agreement_text == "1 of 2 (50%)"
@@ -141,7 +142,9 @@ def test_a_rule_counts_as_one_approval_when_the_policy_says_so(
     assert row.status == "pending"
     [approval] = row.approvals.all()
     assert (approval.user, approval.rule_label) == (None, "accept-all v1")
-    done = services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    done = decisions.interrupt_resolve(
+        interrupt_id=row.pk, user=reviewer, response_type="accept"
+    ).row
     assert (done.status, done.responded_by) == ("resolved", reviewer)
 
 
@@ -200,7 +203,7 @@ def test_decision_sources_count_automatic_and_human_decisions(requester, reviewe
     _, [mail, _] = paused(
         requester, human_interrupt("send_email"), human_interrupt("delete_file", {"path": "/x"})
     )
-    services.interrupt_resolve(interrupt_id=mail.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=mail.pk, user=reviewer, response_type="accept")
     sources = decision_sources(since=timezone.now() - timedelta(days=1))
     assert sources["automatic"] == 1
     assert sources["groups"] == [{"group": "reviewers", "automatic": 1, "human": 1}]
@@ -229,8 +232,8 @@ def test_rules_that_are_off_do_nothing(requester):
 def test_a_reviewer_late_to_a_rule_decision_is_told_the_rule_decided(requester, reviewer):
     rule("accept-all")
     _, [row] = paused(requester, human_interrupt())
-    with pytest.raises(services.Conflict, match=r"Already answered by rule accept-all v1\."):
-        services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="ignore")
+    with pytest.raises(errors.Conflict, match=r"Already answered by rule accept-all v1\."):
+        decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="ignore")
 
 
 def test_conditions_are_interpreted_never_turned_into_python():

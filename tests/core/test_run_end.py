@@ -6,9 +6,9 @@ import pytest
 
 from hitl.api.langgraph import serializers
 from hitl.api.langgraph import services as lg_services
-from hitl.core import events
+from hitl.core.live import events
+from hitl.core.live.waiting import is_run_end
 from hitl.core.models import DecisionRule, Run
-from hitl.core.waiting import is_run_end
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,7 @@
 """Starting a run on an existing thread: the graph it binds, and refusals that write nothing.
 
 On PostgreSQL the thread's change and the run's insert are one statement
-(hitl/core/pgpaths.py); elsewhere the ORM path does the same. Both are checked here.
+(hitl/core/statements.py); elsewhere the ORM path does the same. Both are checked here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from hitl.api.langgraph import services as lg_services
-from hitl.core import pgpaths, services
+from hitl.core import errors
+from hitl.core.db import statements
 from hitl.core.models import Run, Thread
 
 pytestmark = pytest.mark.django_db
@@ -18,8 +19,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(params=["one statement", "orm"])
 def path(request, monkeypatch):
     if request.param == "orm":
-        monkeypatch.setattr(pgpaths, "available", lambda: False)
-    elif not pgpaths.available():
+        monkeypatch.setattr(statements, "available", lambda: False)
+    elif not statements.available():
         pytest.skip("the one-statement path is PostgreSQL's")
     return request.param
 
@@ -45,7 +46,7 @@ def test_a_thread_that_ran_one_graph_refuses_another_and_writes_nothing(path, re
     Run.objects.filter(pk=first.pk).update(status="success")
     Thread.objects.filter(pk=thread.pk).update(status="done")
     before = Thread.objects.get(pk=thread.pk).updated_at
-    with pytest.raises(services.Invalid, match="runs graph 'approval', not 'demo'"):
+    with pytest.raises(errors.Invalid, match="runs graph 'approval', not 'demo'"):
         lg_services.run_create(user=requester, assistant_id="demo", thread_id=thread.pk, input={})
     after = Thread.objects.get(pk=thread.pk)
     assert (after.graph, after.status, after.updated_at) == ("approval", "done", before)
@@ -70,7 +71,7 @@ def test_a_thread_that_ran_starts_again_on_its_own_graph(path, requester):
 def test_a_busy_thread_refuses_a_second_run_and_writes_nothing(path, requester):
     thread = lg_services.thread_create(user=requester)
     lg_services.run_create(user=requester, assistant_id="approval", thread_id=thread.pk, input={})
-    with pytest.raises(services.Conflict, match="busy"):
+    with pytest.raises(errors.Conflict, match="busy"):
         lg_services.run_create(
             user=requester, assistant_id="approval", thread_id=thread.pk, input={}
         )

@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from hitl.core import services
+from hitl.core import decisions, errors, runs
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
-from hitl.core.tasks import checkpointer, execute_run
+from hitl.core.runs.graphs import checkpointer
+from hitl.core.worker.tasks import execute_run
 from tests.graphs import register_in_process
 
 pytestmark = pytest.mark.postgres
@@ -27,7 +28,7 @@ def start(manual_runs, requester, reviewers_group):
     """Start a thread as the requester and run it until it pauses or ends."""
 
     def start_(graph: str, input: dict | None = None, user=None) -> Thread:
-        run = services.run_start(graph=graph, input=input or {}, user=user or requester)
+        run = runs.run_start(graph=graph, input=input or {}, user=user or requester)
         manual_runs(run)
         return Thread.objects.get(pk=run.thread_id)
 
@@ -35,9 +36,9 @@ def start(manual_runs, requester, reviewers_group):
 
 
 def decide(row, user, response_type, args=None) -> HumanInterrupt:
-    return services.interrupt_resolve(
+    return decisions.interrupt_resolve(
         interrupt_id=row.pk, user=user, response_type=response_type, args=args
-    )
+    ).row
 
 
 def pending(thread) -> list[HumanInterrupt]:
@@ -258,7 +259,7 @@ def test_a_type_the_config_forbids_is_refused(start, reviewer, response_type, ar
         reviewer,
         response_type,
         args,
-        services.Invalid,
+        errors.Invalid,
         f"does not allow '{response_type}'",
     )
 
@@ -266,9 +267,7 @@ def test_a_type_the_config_forbids_is_refused(start, reviewer, response_type, ar
 def test_an_unknown_decision_type_is_refused(start, reviewer):
     thread = start("approval")
     [row] = pending(thread)
-    assert_refused(
-        thread, row, reviewer, "approve", None, services.Invalid, "Unknown decision type"
-    )
+    assert_refused(thread, row, reviewer, "approve", None, errors.Invalid, "Unknown decision type")
 
 
 @pytest.mark.parametrize(
@@ -289,7 +288,7 @@ def test_an_unknown_decision_type_is_refused(start, reviewer):
 def test_edit_args_that_break_the_schema_are_refused(start, reviewer, args, message):
     thread = start("approval")
     [row] = pending(thread)
-    assert_refused(thread, row, reviewer, "edit", args, services.Invalid, message)
+    assert_refused(thread, row, reviewer, "edit", args, errors.Invalid, message)
 
 
 def test_a_per_call_edit_is_checked_against_the_tools_schema(start, reviewer):
@@ -302,7 +301,7 @@ def test_a_per_call_edit_is_checked_against_the_tools_schema(start, reviewer):
         reviewer,
         "edit",
         {"args": {"to": "al"}},
-        services.Invalid,
+        errors.Invalid,
         "'copies' is a required property",
     )
 
@@ -318,7 +317,7 @@ def test_an_answer_the_graphs_response_schema_refuses_is_rolled_back(start, manu
         reviewer,
         "response",
         "the third quarter",
-        services.Invalid,
+        errors.Invalid,
         r"does not accept this answer \(args\)",
     )
     decide(row, reviewer, "response", "Q3")
@@ -329,8 +328,8 @@ def test_an_answer_the_graphs_response_schema_refuses_is_rolled_back(start, manu
 def test_an_unknown_interrupt_is_not_found(start, reviewer, interrupt_id):
     thread = start("approval")
     before = snapshot(thread)
-    with pytest.raises(services.NotFound, match="No such interrupt"):
-        services.interrupt_resolve(
+    with pytest.raises(errors.NotFound, match="No such interrupt"):
+        decisions.interrupt_resolve(
             interrupt_id=interrupt_id(), user=reviewer, response_type="accept"
         )
     assert snapshot(thread) == before
@@ -341,10 +340,10 @@ def test_an_already_answered_interrupt_names_who_answered(start, reviewer, secon
     [row] = pending(thread)
     decide(row, reviewer, "accept")
     assert_refused(
-        thread, row, second_reviewer, "ignore", None, services.Conflict, "Already answered by rita"
+        thread, row, second_reviewer, "ignore", None, errors.Conflict, "Already answered by rita"
     )
     assert_refused(
-        thread, row, reviewer, "accept", None, services.Conflict, "Already answered by rita"
+        thread, row, reviewer, "accept", None, errors.Conflict, "Already answered by rita"
     )
     assert Run.objects.filter(thread=thread, kind="resume").count() == 1
 
@@ -352,9 +351,9 @@ def test_an_already_answered_interrupt_names_who_answered(start, reviewer, secon
 def test_an_outsider_does_not_learn_the_interrupt_exists(start, outsider, finance_reviewer):
     thread = start("approval")
     [row] = pending(thread)
-    assert_refused(thread, row, outsider, "accept", None, services.NotFound, "No such interrupt")
+    assert_refused(thread, row, outsider, "accept", None, errors.NotFound, "No such interrupt")
     assert_refused(
-        thread, row, finance_reviewer, "accept", None, services.NotFound, "No such interrupt"
+        thread, row, finance_reviewer, "accept", None, errors.NotFound, "No such interrupt"
     )
 
 
@@ -362,7 +361,7 @@ def test_a_requester_outside_the_reviewer_group_cannot_answer(start, requester):
     thread = start("approval")
     [row] = pending(thread)
     assert_refused(
-        thread, row, requester, "accept", None, services.Forbidden, "reviewer group you are not in"
+        thread, row, requester, "accept", None, errors.Forbidden, "reviewer group you are not in"
     )
 
 
@@ -373,7 +372,7 @@ def test_a_reviewer_of_another_group_cannot_answer_a_visible_interrupt(
     thread = start("approval", user=finance_reviewer)
     [row] = pending(thread)
     assert row.reviewer_group == reviewers_group
-    assert_refused(thread, row, finance_reviewer, "accept", None, services.Forbidden, "not in")
+    assert_refused(thread, row, finance_reviewer, "accept", None, errors.Forbidden, "not in")
 
 
 # --- cancel ---------------------------------------------------------------------------
@@ -384,15 +383,15 @@ def test_thread_cancel_cancels_pending_interrupts(start, requester, reviewer, ou
     first, second = pending(thread)
     decide(first, reviewer, "accept")
 
-    with pytest.raises(services.Forbidden):
-        services.thread_cancel(thread=thread, user=outsider)
-    services.thread_cancel(thread=thread, user=requester)
+    with pytest.raises(errors.Forbidden):
+        runs.thread_cancel(thread=thread, user=outsider)
+    runs.thread_cancel(thread=thread, user=requester)
 
     thread.refresh_from_db()
     assert thread.status == "idle"
     statuses = dict(HumanInterrupt.objects.filter(thread=thread).values_list("pk", "status"))
     assert statuses == {first.pk: "resolved", second.pk: "cancelled"}
-    with pytest.raises(services.Conflict, match="cancelled"):
+    with pytest.raises(errors.Conflict, match="cancelled"):
         decide(second, reviewer, "accept")
     assert not Run.objects.filter(thread=thread, kind="resume").exists()
 
@@ -402,9 +401,9 @@ def test_a_cancelled_thread_can_start_again_and_pauses_anew(
 ):
     thread = start("approval", {"request": "first"})
     [old] = pending(thread)
-    services.thread_cancel(thread=thread, user=requester)
+    runs.thread_cancel(thread=thread, user=requester)
 
-    run = services.run_start(
+    run = runs.run_start(
         graph="approval", input={"request": "second"}, user=requester, thread=thread
     )
     assert manual_runs(run) == "interrupted"
@@ -419,8 +418,8 @@ def test_a_cancelled_thread_can_start_again_and_pauses_anew(
 
 def test_a_busy_or_interrupted_thread_refuses_a_new_run(start, requester):
     thread = start("approval")
-    with pytest.raises(services.Conflict, match="interrupted"):
-        services.run_start(graph="approval", input={}, user=requester, thread=thread)
+    with pytest.raises(errors.Conflict, match="interrupted"):
+        runs.run_start(graph="approval", input={}, user=requester, thread=thread)
 
 
 # --- failures -------------------------------------------------------------------------
@@ -435,9 +434,7 @@ def test_a_failing_graph_records_the_error_and_frees_the_thread(start, manual_ru
     assert run.finished_at is not None
     assert not thread.interrupts.exists()
 
-    again = services.run_start(
-        graph="failing", input={"fail": False}, user=requester, thread=thread
-    )
+    again = runs.run_start(graph="failing", input={"fail": False}, user=requester, thread=thread)
     assert manual_runs(again) == "success"
     again.refresh_from_db()
     assert again.result["done"] is True
@@ -447,7 +444,7 @@ def test_a_failing_graph_records_the_error_and_frees_the_thread(start, manual_ru
 
 def test_an_unregistered_graph_fails_the_run_instead_of_hanging(start, manual_runs, monkeypatch):
     thread = start("approval")
-    run = services.run_start(graph="approval", input={}, user=thread.requester)
+    run = runs.run_start(graph="approval", input={}, user=thread.requester)
     # e.g. a worker deployed without the graph the web process knows
     monkeypatch.delitem(registry.targets, "approval")
     assert manual_runs(run) == "error"
@@ -491,7 +488,7 @@ def test_a_run_leased_by_a_live_worker_is_left_alone(start):
 
 def test_a_run_that_keeps_killing_its_worker_is_given_up(manual_runs, requester, settings):
     settings.HITL_RUN_MAX_ATTEMPTS = 3
-    run = services.run_start(graph="approval", input={}, user=requester)
+    run = runs.run_start(graph="approval", input={}, user=requester)
     # Three attempts claimed the run and died without recording anything.
     Run.objects.filter(pk=run.pk).update(
         status="running",
@@ -518,6 +515,6 @@ def test_a_queued_run_is_stamped_dispatched_in_its_own_transaction(requester):
     # The send after commit then costs no write; a failed send clears the stamp
     # (tests/ops/test_processes.py covers that with Redis down).
     before = timezone.now()
-    run = services.run_start(graph="demo", input={}, user=requester)
+    run = runs.run_start(graph="demo", input={}, user=requester)
     stamped = Run.objects.get(pk=run.pk).dispatched_at
     assert stamped is not None and stamped >= before

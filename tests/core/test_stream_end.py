@@ -18,7 +18,8 @@ from langgraph.types import Command, interrupt
 from agents.graphs.examples import approval_graph, parallel_approval_graph
 from agents.registry import with_checkpointer
 from hitl.core.models import Run
-from hitl.core.tasks import _StreamEnd, checkpointer
+from hitl.core.runs.graphs import checkpointer
+from hitl.core.worker.tasks import _StreamEnd
 
 pytestmark = pytest.mark.postgres
 
@@ -143,7 +144,7 @@ def test_a_run_reads_no_checkpoint_after_a_plain_stream(
 ):
     """No checkpoint read in a plain half but the stream's own load: not for the
     resume's pending interrupts, not after the end. A parallel pause reads its end."""
-    from hitl.core import services
+    from hitl.core import decisions, runs
     from hitl.core.models import HumanInterrupt
 
     reads: list[str] = []
@@ -155,13 +156,13 @@ def test_a_run_reads_no_checkpoint_after_a_plain_stream(
         return original(self, config)
 
     monkeypatch.setattr(type(saver), "get_tuple", counted)
-    run = services.run_start(graph="approval", input={"request": "r"}, user=requester)
+    run = runs.run_start(graph="approval", input={"request": "r"}, user=requester)
     assert manual_runs(run) == "interrupted"
     assert reads == ["latest"]  # the stream loading the thread's checkpoint, no more
     row = HumanInterrupt.objects.get(thread_id=run.thread_id)
     reviewer = requester
     reviewer.groups.add(row.reviewer_group)
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk, user=reviewer, response_type="accept", args=None
     )
     resume = Run.objects.get(thread_id=run.thread_id, kind=Run.Kind.RESUME)
@@ -172,7 +173,7 @@ def test_a_run_reads_no_checkpoint_after_a_plain_stream(
     assert resume.result["sent"] is True
 
     reads.clear()
-    run = services.run_start(graph="parallel_approval", input={}, user=requester)
+    run = runs.run_start(graph="parallel_approval", input={}, user=requester)
     assert manual_runs(run) == "interrupted"
     assert reads == ["latest", "latest"]  # the load, and the end read after two pauses
     assert HumanInterrupt.objects.filter(thread_id=run.thread_id).count() > 1

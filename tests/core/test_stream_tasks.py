@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hitl.core.stream import NODE_STARTED, STREAM_MODES, events_for_chunk
+from hitl.core.live.agui import NODE_STARTED, STREAM_MODES, events_for_chunk
 
 
 def test_a_task_start_names_its_node():

@@ -5,8 +5,8 @@ import uuid
 
 import pytest
 
-from hitl.core import eventlog, events
-from hitl.core.waiting import ThreadSubscription
+from hitl.core.live import eventlog, events
+from hitl.core.live.waiting import ThreadSubscription
 
 pytestmark = pytest.mark.postgres
 
@@ -51,8 +51,8 @@ def test_a_wait_outlives_its_dropped_database_connection(transactional_db, reque
     from asgiref.sync import sync_to_async
     from django.db import connection
 
+    from hitl.core.live.waiting import fetch_run, wait_for_run
     from hitl.core.models import Run, Thread
-    from hitl.core.waiting import fetch_run, wait_for_run
     from tests.conftest import _test_database_url
 
     thread = Thread.objects.create(graph="approval", requester=requester, status="busy")
@@ -144,7 +144,7 @@ def test_a_thread_nobody_expects_is_not_listened():
 
 
 def test_the_servers_loop_keeps_one_hub_for_every_waiter():
-    from hitl.core import waiting
+    from hitl.core.live import waiting
 
     async def scenario():
         loop = asyncio.get_running_loop()
@@ -165,7 +165,7 @@ def test_the_servers_loop_keeps_one_hub_for_every_waiter():
 
 
 def test_another_loops_hub_stops_with_its_last_waiter():
-    from hitl.core import waiting
+    from hitl.core.live import waiting
 
     async def scenario():
         async with ThreadSubscription(uuid.uuid4(), status_only=True):
@@ -209,8 +209,8 @@ def test_a_runs_start_wakes_no_status_waiter_but_reaches_the_thread_group():
 def test_waiting_for_a_thread_to_become_busy_hears_its_runs_start(transactional_db, requester):
     import threading
 
+    from hitl.core.live.waiting import thread_wait_for_status
     from hitl.core.models import Thread
-    from hitl.core.waiting import thread_wait_for_status
 
     thread = Thread.objects.create(graph="approval", requester=requester, status="idle")
 
@@ -235,7 +235,7 @@ def test_the_server_hub_stays_in_a_group_a_moment_after_its_last_waiter(monkeypa
     once nobody came back for LINGER_SECONDS, and the next waiter joins anew."""
     from channels.layers import get_channel_layer
 
-    from hitl.core import waiting
+    from hitl.core.live import waiting
 
     monkeypatch.setattr(waiting, "LINGER_SECONDS", 0.4)
     thread_id = uuid.uuid4()

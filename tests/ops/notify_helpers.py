@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hitl.core import services
+from hitl.core import runs
 from hitl.core.models import HumanInterrupt, NotificationPreference
 from tests.conftest import BIN, ROOT, Proc, free_port, spawn, wait_for
 from tests.ops.conftest import port_open
@@ -91,7 +91,7 @@ def notify_fixture(settings, manual_runs):
 def start(manual_runs, capture, user, **request) -> HumanInterrupt:
     """Run the ops_gated graph to its pending item (what `request` asks of it)."""
     with capture(execute=True):
-        run = services.run_start(graph="ops_gated", input={"request": request}, user=user)
+        run = runs.run_start(graph="ops_gated", input={"request": request}, user=user)
         assert manual_runs(run) == "interrupted"
     return HumanInterrupt.objects.get(thread=run.thread)
 

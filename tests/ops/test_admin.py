@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from hitl.core import services
+from hitl.core import decisions, runs
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 Kind = AuditEvent.Kind
@@ -21,7 +21,7 @@ def admin_client_for(admin_user) -> Client:
 
 
 def start(manual_runs, user, graph="ops_gated", **input) -> Thread:
-    run = services.run_start(graph=graph, input=input, user=user)
+    run = runs.run_start(graph=graph, input=input, user=user)
     manual_runs(run)
     return Thread.objects.get(pk=run.thread_id)
 
@@ -151,7 +151,7 @@ def test_reassign_asks_for_a_group_then_moves_pending_interrupts(
         == [("reviewers", "finance", "month-end")] * 2
     )
     # The new group can answer now.
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=rows[0].pk, user=finance_reviewer, response_type="accept"
     )
 

@@ -7,9 +7,9 @@ from django.core.management import call_command
 from django.db import connection
 from django.template.loader import render_to_string
 
-from hitl.core import services
+from hitl.core import decisions, errors, runs
 from hitl.core.audit import audit_for_thread, audit_record
-from hitl.core.audit_guard import audit_maintenance
+from hitl.core.db.audit_guard import audit_maintenance
 from hitl.core.models import AppendOnly, AuditEvent, HumanInterrupt, Run, Thread
 
 Kind = AuditEvent.Kind
@@ -26,7 +26,7 @@ def kinds(thread) -> list[str]:
 
 @pytest.fixture
 def approval_thread(manual_runs, requester, reviewers_group):
-    run = services.run_start(graph="approval", input={"request": "q3"}, user=requester)
+    run = runs.run_start(graph="approval", input={"request": "q3"}, user=requester)
     assert manual_runs(run) == "interrupted"
     return run.thread
 
@@ -36,7 +36,7 @@ def test_an_edited_answer_is_recorded_next_to_the_proposal(
 ):
     row = HumanInterrupt.objects.get(thread=approval_thread)
     edited = {"to": "cfo@example.com", "subject": "Q3", "copies": 3, "urgent": True}
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk, user=reviewer, response_type="edit", args={"args": edited}
     )
     resume = Run.objects.get(thread=approval_thread, kind="resume")
@@ -71,7 +71,7 @@ def test_an_edited_answer_is_recorded_next_to_the_proposal(
 
 
 def test_cancelling_records_the_thread_its_interrupts_and_runs(approval_thread, requester):
-    services.thread_cancel(thread=approval_thread, user=requester)
+    runs.thread_cancel(thread=approval_thread, user=requester)
     cancelled = AuditEvent.objects.filter(thread=approval_thread).exclude(
         kind__in=[Kind.RUN_STARTED, Kind.INTERRUPT_CREATED, Kind.RUN_FINISHED]
     )
@@ -80,7 +80,7 @@ def test_cancelling_records_the_thread_its_interrupts_and_runs(approval_thread, 
 
 
 def test_a_failed_run_is_recorded_with_its_error(ops_graphs, manual_runs, requester, tmp_path):
-    run = services.run_start(graph="ops_flaky", input={"dir": str(tmp_path)}, user=requester)
+    run = runs.run_start(graph="ops_flaky", input={"dir": str(tmp_path)}, user=requester)
     assert manual_runs(run) == "error"
     failed = AuditEvent.objects.get(run=run, kind=Kind.RUN_FAILED)
     assert "the downstream service is down" in failed.data["error"]
@@ -89,8 +89,8 @@ def test_a_failed_run_is_recorded_with_its_error(ops_graphs, manual_runs, reques
 
 def test_a_refused_answer_leaves_no_audit_event(approval_thread, reviewer):
     row = HumanInterrupt.objects.get(thread=approval_thread)
-    with pytest.raises(services.Invalid):
-        services.interrupt_resolve(
+    with pytest.raises(errors.Invalid):
+        decisions.interrupt_resolve(
             interrupt_id=row.pk, user=reviewer, response_type="edit", args={"args": {"to": 7}}
         )
     assert not AuditEvent.objects.filter(kind=Kind.INTERRUPT_ANSWERED).exists()
@@ -125,7 +125,7 @@ def test_unknown_kinds_are_refused(db):
 
 def test_the_thread_partial_shows_proposal_and_answer_side_by_side(approval_thread, reviewer):
     row = HumanInterrupt.objects.get(thread=approval_thread)
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk, user=reviewer, response_type="response", args="Not <b>today</b>."
     )
     entries = audit_for_thread(approval_thread)

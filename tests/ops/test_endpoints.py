@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from django.db.models import F
 from prometheus_client.parser import text_string_to_metric_families
 
-from hitl.core import services
+from hitl.core import decisions, runs
 from hitl.core.models import HumanInterrupt, Run
 from tests.conftest import free_port
 
@@ -48,14 +48,14 @@ def test_healthz_fails_when_redis_is_down(client, db, settings):
 def seed(manual_runs, requester, reviewer, finance_group):
     rows = []
     for group in (None, "finance", "finance"):
-        run = services.run_start(
+        run = runs.run_start(
             graph="ops_gated",
             input={"request": {"reviewer_group": group} if group else {}},
             user=requester,
         )
         manual_runs(run)
         rows.append(HumanInterrupt.objects.get(thread_id=run.thread_id))
-    services.interrupt_resolve(interrupt_id=rows[0].pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=rows[0].pk, user=reviewer, response_type="accept")
     # Pretend the answer took ten minutes.
     HumanInterrupt.objects.filter(pk=rows[0].pk).update(
         created_at=F("responded_at") - timedelta(minutes=10)
@@ -127,7 +127,7 @@ def test_analytics_draws_decisions_and_latency_as_svg(
     rows = seed(manual_runs, requester, reviewer, finance_group)
     finance_reviewer = type(reviewer).objects.create(username="fin")
     finance_reviewer.groups.add(finance_group)
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=rows[1].pk, user=finance_reviewer, response_type="response", args="No."
     )
     client.force_login(admin_user)

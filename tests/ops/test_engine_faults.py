@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hitl.core import services
+from hitl.core import decisions, runs
 from hitl.core.models import HumanInterrupt, Run, Thread, ToolExecution
 from tests.async_graphs import ASYNC_GRAPHS, TARGETS
 from tests.conftest import wait_for
@@ -53,7 +53,7 @@ def test_a_worker_sigkilled_with_50_runs_in_flight_loses_none_and_repeats_no_too
     for folder in dirs:
         folder.mkdir()
     starts = [
-        services.run_start(
+        runs.run_start(
             graph="fleet", input={"dir": str(folder), "gates": ["model"]}, user=requester
         )
         for folder in dirs
@@ -88,7 +88,7 @@ def test_a_worker_sigkilled_with_50_runs_in_flight_loses_none_and_repeats_no_too
     for folder in dirs:
         (folder / "arm-after-transfer").touch()
     for row in HumanInterrupt.objects.filter(thread_id__in=thread_ids):
-        services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+        decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     wait_for(
         lambda: all(arrived(folder, "after-transfer") for folder in dirs),
         90,
@@ -128,8 +128,8 @@ def test_100_runs_awaiting_a_model_leave_cancel_undo_and_four_eyes_working(
     undo_dir, quorum_dir, shared = tmp_path / "undo", tmp_path / "quorum", tmp_path / "shared"
     for folder in (undo_dir, quorum_dir, shared):
         folder.mkdir()
-    undo_run = services.run_start(graph="async_gated", input={"dir": str(undo_dir)}, user=requester)
-    quorum_run = services.run_start(
+    undo_run = runs.run_start(graph="async_gated", input={"dir": str(undo_dir)}, user=requester)
+    quorum_run = runs.run_start(
         graph="async_gated",
         input={"dir": str(quorum_dir), "request": {"approvals": 2}},
         user=requester,
@@ -138,7 +138,7 @@ def test_100_runs_awaiting_a_model_leave_cancel_undo_and_four_eyes_working(
     wait_for(lambda: threads_in(side, "interrupted"), 60, 0.1, "the two reviews to wait")
 
     fleet = [
-        services.run_start(
+        runs.run_start(
             graph="async_gated", input={"dir": str(shared), "gates": ["model"]}, user=requester
         )
         for _ in range(100)
@@ -163,7 +163,7 @@ def test_100_runs_awaiting_a_model_leave_cancel_undo_and_four_eyes_working(
     # A cancel stops its run at once, though it is only awaiting the model.
     cancelled = fleet[0]
     before = time.monotonic()
-    services.thread_cancel(thread=Thread.objects.get(pk=cancelled.thread_id), user=requester)
+    runs.thread_cancel(thread=Thread.objects.get(pk=cancelled.thread_id), user=requester)
     wait_for(
         lambda: f"run {cancelled.pk} stopped: cancelled" in worker.output(),
         10,
@@ -176,10 +176,10 @@ def test_100_runs_awaiting_a_model_leave_cancel_undo_and_four_eyes_working(
 
     # A decision with a grace period, undone: the item is pending again, nothing resumes.
     [undo_row] = HumanInterrupt.objects.filter(thread_id=undo_run.thread_id)
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=undo_row.pk, user=reviewer, response_type="accept", grace=1
     )
-    services.interrupt_undo(interrupt_id=undo_row.pk, user=reviewer)
+    decisions.interrupt_undo(interrupt_id=undo_row.pk, user=reviewer)
     wait_for(
         lambda: any(
             "interrupt_release[" in line and "succeeded" in line
@@ -195,11 +195,11 @@ def test_100_runs_awaiting_a_model_leave_cancel_undo_and_four_eyes_working(
 
     # Four eyes: one approval waits for the second; the second resumes the run to its end.
     [quorum_row] = HumanInterrupt.objects.filter(thread_id=quorum_run.thread_id)
-    services.interrupt_resolve(interrupt_id=quorum_row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=quorum_row.pk, user=reviewer, response_type="accept")
     quorum_row.refresh_from_db()
     assert quorum_row.status == "pending"
     assert not Run.objects.filter(thread_id=quorum_run.thread_id, kind="resume").exists()
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=quorum_row.pk, user=second_reviewer, response_type="accept"
     )
     wait_for(lambda: threads_in([quorum_run.thread_id], "done"), 30, 0.1, "the approved run")
@@ -223,11 +223,11 @@ def test_the_seeds_pattern_runs_its_approved_effect_once_across_a_kill(
     """A node that calls interrupt() and then performs the approved effect itself, through
     agents.ledger.once: killed between the effect and the checkpoint, it does not repeat."""
     first = worker_factory("first", pool="threads", concurrency=4, **ENV)
-    run = services.run_start(graph="seed_once", input={"dir": str(tmp_path)}, user=requester)
+    run = runs.run_start(graph="seed_once", input={"dir": str(tmp_path)}, user=requester)
     wait_for(lambda: threads_in([run.thread_id], "interrupted"), 60, 0.1, "the review")
     (tmp_path / "arm-after-effect").touch()
     [row] = HumanInterrupt.objects.filter(thread_id=run.thread_id)
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     wait_for(lambda: arrived(tmp_path, "after-effect"), 60, 0.1, "the effect to happen")
     assert lines(tmp_path / "effect.log") == 1
     first.stop(signal.SIGKILL)

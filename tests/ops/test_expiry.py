@@ -9,7 +9,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from hitl.core import events, services
+from hitl.core import decisions, errors, runs
+from hitl.core.live import events
 from hitl.core.models import AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run
 from hitl.ops import services as ops_services
 from hitl.ops.maintenance import expire_due_interrupts
@@ -18,7 +19,7 @@ Kind = AuditEvent.Kind
 
 
 def start(manual_runs, user, **request) -> HumanInterrupt:
-    run = services.run_start(graph="ops_gated", input={"request": request}, user=user)
+    run = runs.run_start(graph="ops_gated", input={"request": request}, user=user)
     assert manual_runs(run) == "interrupted"
     return HumanInterrupt.objects.get(thread=run.thread)
 
@@ -196,9 +197,9 @@ def test_escalation_reassigns_with_a_notice_audits_and_pushes_live(
     assert any(e.get("name") == "interrupt_escalated" for e in notices)
 
     # Now finance may answer, the original group may not.
-    with pytest.raises((services.Forbidden, services.NotFound)):
-        services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
-    services.interrupt_resolve(interrupt_id=row.pk, user=finance_reviewer, response_type="accept")
+    with pytest.raises((errors.Forbidden, errors.NotFound)):
+        decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=finance_reviewer, response_type="accept")
     assert finish(manual_runs, resume_of(row)).result["decision"]["type"] == "accept"
 
 
@@ -222,9 +223,9 @@ def test_escalation_stops_after_the_limit(
 
 def test_an_answered_interrupt_is_not_expired(manual_runs, requester, reviewer, reviewers_group):
     row = start(manual_runs, requester, expires_in=1)
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     assert expire_due_interrupts(now=later(2)) == 0
-    with pytest.raises(services.Conflict, match="resolved"):
+    with pytest.raises(errors.Conflict, match="resolved"):
         ops_services.interrupt_expire(interrupt_id=row.pk)
     row.refresh_from_db()
     assert (row.status, row.response_type, row.responded_by) == ("resolved", "accept", reviewer)
@@ -233,5 +234,5 @@ def test_an_answered_interrupt_is_not_expired(manual_runs, requester, reviewer, 
 
 def test_people_without_staff_status_cannot_expire(manual_runs, requester, reviewer):
     row = start(manual_runs, requester)
-    with pytest.raises(services.Forbidden):
+    with pytest.raises(errors.Forbidden):
         ops_services.interrupt_expire(interrupt_id=row.pk, user=reviewer)

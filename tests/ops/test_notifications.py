@@ -11,7 +11,7 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 from django.utils import timezone
 
-from hitl.core import services
+from hitl.core import decisions, runs
 from hitl.core.models import (
     GroupNotificationSettings,
     HumanInterrupt,
@@ -45,7 +45,7 @@ def notify(settings, manual_runs):
 def pause(manual_runs, capture, user, files, graph="parallel_approval") -> list[HumanInterrupt]:
     """Start a real run that pauses on one interrupt per file; run its after-commit work."""
     with capture(execute=True):
-        run = services.run_start(graph=graph, input={"files": files}, user=user)
+        run = runs.run_start(graph=graph, input={"files": files}, user=user)
     with capture(execute=True):
         assert manual_runs(run) == "interrupted"
     return list(HumanInterrupt.objects.filter(thread=run.thread).order_by("created_at"))
@@ -146,12 +146,12 @@ def test_items_answered_before_the_message_goes_out_are_left_out(
     reviewer.save()
     NotificationPreference.objects.create(user=reviewer)
     first, second = pause(manual_runs, django_capture_on_commit_callbacks, requester, ["a", "b"])
-    services.interrupt_resolve(interrupt_id=first.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=first.pk, user=reviewer, response_type="accept")
 
     (sent,) = send_due()
     assert sent.interrupt_ids == [str(second.pk)]
     assert smtp.messages()[0]["Subject"] == "[HITL] Waiting for review: delete_file"
-    services.interrupt_resolve(interrupt_id=second.pk, user=reviewer, response_type="ignore")
+    decisions.interrupt_resolve(interrupt_id=second.pk, user=reviewer, response_type="ignore")
     assert len(smtp.messages()) == 1
 
 

@@ -7,11 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from hitl.core.models import (
-    GroupNotificationSettings,
-    InterruptReminder,
-    Notification,
-)
+from hitl.core.models import GroupNotificationSettings, InterruptReminder, Notification
 from hitl.ops.maintenance import expire_due_interrupts
 from hitl.ops.notifications import notification_attempt, notify_sweep
 from tests.ops.notify_helpers import (  # noqa: F401

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from hitl.core import services
+from hitl.core import runs
 from hitl.core.models import GroupNotificationSettings, HumanInterrupt, Notification
 from tests.conftest import wait_for
 from tests.ops.notify_helpers import smtp_fixture, text_of  # noqa: F401
@@ -69,7 +69,7 @@ def test_a_worker_sends_one_digest_per_channel_and_retries_a_failed_post(
     )
     settings.HITL_EXECUTOR = "celery"
     try:
-        run = services.run_start(
+        run = runs.run_start(
             graph="parallel_approval",
             input={"files": [f"f{i:02}.txt" for i in range(50)]},
             user=requester,

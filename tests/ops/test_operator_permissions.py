@@ -9,9 +9,10 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 from django.test import Client
 
-from hitl.core import runs, services
+from hitl.core import runs
 from hitl.core.errors import Forbidden
 from hitl.core.models import HumanInterrupt, Run
+from hitl.core.worker import lease
 from hitl.ops import services as ops_services
 from tests.conftest import _make_user
 from tests.review.conftest import human_interrupt, open_interrupts
@@ -42,9 +43,9 @@ def pending_row(settings, requester, reviewers_group):
 @pytest.fixture
 def failed_run(settings, requester):
     settings.HITL_EXECUTOR = "manual"
-    run = services.run_start(graph="approval", input={}, user=requester, title="Failing")
-    runs.run_claim(run_id=run.pk, worker="w")
-    runs.run_fail(run_id=run.pk, worker="w", error="Traceback (most recent call last):\nboom")
+    run = runs.run_start(graph="approval", input={}, user=requester, title="Failing")
+    lease.run_claim(run_id=run.pk, worker="w")
+    lease.run_fail(run_id=run.pk, worker="w", error="Traceback (most recent call last):\nboom")
     return run
 
 

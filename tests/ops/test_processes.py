@@ -15,9 +15,10 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from hitl.core import events, services
+from hitl.core import decisions, runs
+from hitl.core.live import events
 from hitl.core.models import ApiToken, AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
-from hitl.core.tasks import run_execute
+from hitl.core.worker.tasks import run_execute
 from tests.conftest import wait_for
 from tests.ops.conftest import OPS_ENV
 
@@ -59,7 +60,7 @@ def test_a_sigkilled_worker_is_reaped_and_its_runs_finish_elsewhere(
     worker_factory, beat_factory, transactional_db, requester, reviewer, folder
 ):
     doomed = worker_factory("doomed", concurrency=1, **OPS_ENV)
-    run = services.run_start(
+    run = runs.run_start(
         graph="ops_gated",
         input={"dir": str(folder), "gates": ["prepare", "wrapup"]},
         user=requester,
@@ -83,7 +84,7 @@ def test_a_sigkilled_worker_is_reaped_and_its_runs_finish_elsewhere(
     [row] = HumanInterrupt.objects.filter(thread=thread)  # one row, not one per attempt
 
     # Approved, then killed after the side effect: the checkpoint keeps it done.
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     wait_for(lambda: len(arrived(folder, "wrapup")) == 1, 30, what="the resume to reach wrapup")
     assert len(lines(folder / "published.log")) == 1
     second.stop(signal.SIGKILL)
@@ -105,7 +106,7 @@ def test_two_workers_racing_for_one_run_execute_it_once(
 ):
     first = worker_factory("racer1", concurrency=1, **OPS_ENV)
     second = worker_factory("racer2", concurrency=1, **OPS_ENV)
-    run = services.run_start(
+    run = runs.run_start(
         graph="ops_gated", input={"dir": str(folder), "gates": ["prepare"]}, user=requester
     )
     [pid] = wait_for(lambda: arrived(folder, "prepare"), 30, what="one worker to start the run")
@@ -131,7 +132,7 @@ def test_two_workers_racing_for_one_run_execute_it_once(
 
 def test_sigterm_lets_the_in_flight_run_finish(worker_factory, transactional_db, requester, folder):
     worker = worker_factory("graceful", concurrency=1, **OPS_ENV)
-    run = services.run_start(
+    run = runs.run_start(
         graph="ops_gated", input={"dir": str(folder), "gates": ["prepare"]}, user=requester
     )
     wait_for(lambda: arrived(folder, "prepare"), 30, what="the run to reach prepare")
@@ -296,7 +297,7 @@ def test_a_worker_whose_child_dies_during_start_up_loses_no_run(
 ):
     from tests.conftest import BIN, service_env, spawn
 
-    run = services.run_start(graph="ops_gated", input={"dir": str(folder)}, user=requester)
+    run = runs.run_start(graph="ops_gated", input={"dir": str(folder)}, user=requester)
     command = [
         str(BIN / "celery"), "-A", "hitl", "worker", "-Q", "runs,default", "-c", "1",
         "--pool", "prefork", "-n", "starting@%h", "--without-gossip", "--without-mingle",

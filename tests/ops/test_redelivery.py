@@ -15,9 +15,10 @@ import pytest
 from django.utils import timezone
 
 from agents.registry import import_target, with_checkpointer
-from hitl.core import runs, services, tasks
+from hitl.core import decisions, runs
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
+from hitl.core.worker import lease, tasks
 
 
 class Killed(Exception):
@@ -42,7 +43,7 @@ def dying_copy(saver, *, step: int):
 def first_attempt_dies(run: Run, *, step: int) -> None:
     """What the killed worker did: claim, stream until checkpoint `step` would be
     saved, die, and leave its lease to expire."""
-    claimed, _ = runs.run_claim(run_id=run.pk, worker="doomed:1")
+    claimed, _ = lease.run_claim(run_id=run.pk, worker="doomed:1")
     assert claimed is not None
     graph = with_checkpointer(
         import_target(registry.targets[run.thread.graph]),
@@ -68,7 +69,7 @@ def saved_state(run: Run):
 def test_a_run_killed_between_writes_and_checkpoint_still_pauses_for_review(
     manual_runs, ops_graphs, transactional_db, requester, tmp_path: Path
 ):
-    run = services.run_start(graph="ops_gated", input={"dir": str(tmp_path)}, user=requester)
+    run = runs.run_start(graph="ops_gated", input={"dir": str(tmp_path)}, user=requester)
     first_attempt_dies(run, step=1)  # the input step's writes saved; its checkpoint not
     state = saved_state(run)
     assert state.next == () and not state.interrupts  # what once read as "already done"
@@ -88,10 +89,10 @@ def test_a_run_killed_between_writes_and_checkpoint_still_pauses_for_review(
 def test_a_resume_killed_after_the_approved_step_finishes_without_repeating_it(
     manual_runs, ops_graphs, transactional_db, requester, reviewer, tmp_path: Path
 ):
-    run = services.run_start(graph="ops_gated", input={"dir": str(tmp_path)}, user=requester)
+    run = runs.run_start(graph="ops_gated", input={"dir": str(tmp_path)}, user=requester)
     assert manual_runs(run) == "interrupted"
     row = HumanInterrupt.objects.get(thread_id=run.thread_id)
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     resume = Run.objects.get(thread_id=run.thread_id, kind="resume")
     first_attempt_dies(resume, step=saved_state(resume).metadata["step"] + 2)
     assert (tmp_path / "published.log").read_text().count("\n") == 1
@@ -148,7 +149,7 @@ def test_a_worker_child_killed_at_a_step_boundary_still_pauses_for_review(
     worker = worker_factory("w1", concurrency=1, **OPS_ENV)
     folder = tmp_path / "graph"
     folder.mkdir()
-    run = services.run_start(
+    run = runs.run_start(
         graph="ops_gated", input={"dir": str(folder), "gates": ["prepare"]}, user=requester
     )
     at = wait_for(lambda: list(folder.glob("at-prepare-*")), 30, what="the run to reach prepare")

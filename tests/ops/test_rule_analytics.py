@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from hitl.core import services
+from hitl.core import decisions
 from hitl.core.models import DecisionRule, HumanInterrupt
 from tests.review.conftest import human_interrupt, open_interrupts
 
@@ -36,7 +36,7 @@ def test_analytics_shows_rules_agreement_and_time_saved(client, admin_user, requ
     HumanInterrupt.objects.filter(pk=mail.pk).update(
         created_at=mail.created_at - timedelta(minutes=10)
     )
-    services.interrupt_resolve(interrupt_id=mail.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=mail.pk, user=reviewer, response_type="accept")
 
     client.force_login(admin_user)
     html = client.get("/analytics/", {"days": "7"}).content.decode()

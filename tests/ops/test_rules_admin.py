@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from hitl.core import services
+from hitl.core import decisions
 from hitl.core.models import DecisionRule, ReviewerGroupPolicy
 from tests.review.conftest import human_interrupt, open_interrupts
 
@@ -73,7 +73,7 @@ def test_a_good_rule_is_saved_and_its_dry_run_evidence_listed(
     _, [row] = open_interrupts(
         user=requester, values=[human_interrupt("send_email", {"to": "x@ourcompany.com"})]
     )
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
 
     page = admin_client_for.get(reverse("admin:hitl_decisionrule_changelist")).content.decode()
     assert "1 of 1 (100%)" in page

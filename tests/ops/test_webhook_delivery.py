@@ -16,7 +16,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from hitl.core.models import Run, Thread, WebhookDelivery
-from hitl.core.webhook_urls import WebhookNotAllowed, address_allowed, webhook_check_url
+from hitl.core.runs.webhook_urls import WebhookNotAllowed, address_allowed, webhook_check_url
 from hitl.ops import webhooks
 
 SECRET = "delivery-test-secret"

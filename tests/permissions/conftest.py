@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from hitl.core.files import thread_files
+from hitl.core.files.storage import thread_files
 from hitl.core.models import ApiToken, Artifact, HumanInterrupt, Thread
 from tests.conftest import _make_user
 from tests.review.conftest import human_interrupt, open_interrupts

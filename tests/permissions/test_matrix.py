@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from hitl.core.files import thread_files
+from hitl.core.files.storage import thread_files
 from hitl.core.models import HumanInterrupt, Run, Thread
 from tests.permissions.conftest import FILE_BODY, FILE_PATH, TITLE, World
 from tests.permissions.matrix import ACTIONS, CELLS, README, ROLES, expected, read_table

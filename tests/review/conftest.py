@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from hitl.core import runs, services
+from hitl.core import runs
+from hitl.core.worker import lease
 
 WORKER = "ui-tests"
 
@@ -24,10 +25,10 @@ def open_interrupts(
 ):
     """A thread paused on the given interrupt values (no graph runs: the run is recorded
     as if a worker had streamed it), returning (thread, rows in creation order)."""
-    run = services.run_start(graph=graph, input={}, user=user, title=title or graph)
-    runs.run_claim(run_id=run.pk, worker=WORKER)
+    run = runs.run_start(graph=graph, input={}, user=user, title=title or graph)
+    lease.run_claim(run_id=run.pk, worker=WORKER)
     schemas = schemas or [None] * len(values)
-    runs.run_finish(
+    lease.run_finish(
         run_id=run.pk,
         worker=WORKER,
         interrupts=[(uuid.uuid4().hex, v, s) for v, s in zip(values, schemas, strict=True)],

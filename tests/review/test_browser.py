@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hitl.core import services
+from hitl.core import decisions
 from hitl.core.models import HumanInterrupt, Thread
 from tests.conftest import ROOT, wait_for
 from tests.review.conftest import human_interrupt, open_interrupts
@@ -204,7 +204,7 @@ def test_keyboard_race_and_resync(asgi_server, browser_page, reviewer, second_re
     # reconnects and resyncs: the card goes away although its event was missed.
     sam.wait_for_selector(f"#interrupt-{first.pk}", state="detached")
     sam.evaluate("HITL.thread.drop()")
-    services.interrupt_resolve(interrupt_id=second.pk, user=reviewer, response_type="ignore")
+    decisions.interrupt_resolve(interrupt_id=second.pk, user=reviewer, response_type="ignore")
     sam.wait_for_selector(f"#interrupt-{second.pk}", state="detached")
     sam.wait_for_selector("#live-indicator[data-state=live]")
     assert_not_reloaded(sam)

@@ -80,7 +80,7 @@ def test_not_now_hides_the_item_from_my_inbox(
 def test_inbox_decisions_on_an_item_claimed_by_another_ask_first(
     asgi_server, browser_page, reviewer, second_reviewer, requester, settings
 ):
-    from hitl.core import claims
+    from hitl.core.decisions import claims
 
     settings.HITL_EXECUTOR = "manual"
     _, (row,) = open_interrupts(user=requester, values=[human_interrupt("deploy")])

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from hitl.core import events, services
+from hitl.core import decisions, runs
+from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Thread
 from tests.conftest import ROOT, wait_for
 from tests.graphs import WORKER_GRAPHS, register_in_process
@@ -101,7 +102,9 @@ def test_key_sequences_never_decide_by_accident(
     rita.goto(f"/threads/{thread.pk}/")
     rita.wait_for_selector("#live-indicator[data-state=live]")
     rita.click(f"#interrupt-{second.pk} .interrupt-head")
-    services.interrupt_resolve(interrupt_id=second.pk, user=second_reviewer, response_type="accept")
+    decisions.interrupt_resolve(
+        interrupt_id=second.pk, user=second_reviewer, response_type="accept"
+    )
     rita.wait_for_selector(f"#interrupt-{second.pk} .form-error")
     rita.keyboard.press("i")
     rita.wait_for_selector(".toast:has-text('Select an item first')")
@@ -224,7 +227,7 @@ def test_the_race_loser_sees_what_won_and_keeps_their_edit(
     mark_no_reload(sam)
     card = f"#interrupt-{row.pk}"
     sam.fill(f"{card} input[data-key=to]", "legal@example.com")
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk,
         user=reviewer,
         response_type="edit",
@@ -261,7 +264,7 @@ def test_a_failed_approved_action_shows_as_failed(
     test_graphs, asgi_server, worker_factory, browser_page, reviewer
 ):
     worker_factory("w1")
-    run = services.run_start(
+    run = runs.run_start(
         graph="failing_tool", input={"request": "notify"}, user=reviewer, title="Notify Ann"
     )
     rita = browser_page(asgi_server, "rita")

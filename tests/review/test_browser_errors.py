@@ -174,7 +174,7 @@ def test_a_stale_page_gets_a_friendly_csrf_page(asgi_server, browser_page, revie
 def test_a_thread_page_whose_session_ended_says_so_when_it_refreshes(
     asgi_server, browser_page, reviewer, second_reviewer, settings
 ):
-    from hitl.core import services
+    from hitl.core import decisions
 
     settings.HITL_EXECUTOR = "manual"
     thread, (first, _) = open_interrupts(
@@ -185,7 +185,7 @@ def test_a_thread_page_whose_session_ended_says_so_when_it_refreshes(
     page.wait_for_selector("#live-indicator[data-state=live]")
     # The socket stays open; the session behind the page's own fetches is gone.
     page.context.clear_cookies(name="sessionid")
-    services.interrupt_resolve(interrupt_id=first.pk, user=second_reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=first.pk, user=second_reviewer, response_type="accept")
     # The live update makes the page fetch its sections again: refused, and said so.
     toast = page.wait_for_selector(".toast:has-text('session has expired')", timeout=20_000)
     href = toast.query_selector("a").get_attribute("href")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hitl.core import services
+from hitl.core import runs
 from hitl.core.models import DecisionRule, HumanInterrupt, Run, Thread
 from tests.review import test_browser as base
 from tests.review.test_browser import assert_not_reloaded, mark_no_reload
@@ -46,7 +46,7 @@ def test_a_rule_saved_in_admin_accepts_an_item_live(
     assert DecisionRule.objects.get().mode == "live"
 
     # The requester watches their thread while the agent runs into the approval.
-    run = services.run_start(
+    run = runs.run_start(
         graph="approval", input={"to": "ann@ourcompany.com"}, user=requester, title="Mail Ann"
     )
     quinn = browser_page(asgi_server, "quinn")

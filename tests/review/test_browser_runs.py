@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hitl.core import runs, services
+from hitl.core import runs
 from hitl.core.models import HumanInterrupt, Run
+from hitl.core.worker import lease
 from tests.conftest import wait_for
 from tests.review import test_browser as base
 from tests.review.conftest import WORKER
@@ -23,8 +24,8 @@ def test_a_failed_run_shows_a_banner_live_and_can_be_retried(
     asgi_server, browser_page, admin_user, requester, settings
 ):
     settings.HITL_EXECUTOR = "manual"  # the retried run stays queued: no worker runs it
-    run = services.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
-    runs.run_claim(run_id=run.pk, worker=WORKER)
+    run = runs.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
+    lease.run_claim(run_id=run.pk, worker=WORKER)
     quinn = browser_page(asgi_server, "quinn")
     ada = browser_page(asgi_server, "ada")
     for page in (quinn, ada):
@@ -32,7 +33,7 @@ def test_a_failed_run_shows_a_banner_live_and_can_be_retried(
         page.wait_for_selector("#live-indicator[data-state=live]")
         mark_no_reload(page)
 
-    runs.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
+    lease.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
     for page in (quinn, ada):
         banner = page.wait_for_selector("#run-failed")
         assert "RuntimeError: the tool exploded" in banner.inner_text()
@@ -58,8 +59,8 @@ def test_a_failed_run_shows_a_banner_live_and_can_be_retried(
 def test_parallel_items_count_down_answer_alike_and_stay_to_show_the_resume(
     asgi_server, celery_worker, browser_page, reviewer
 ):
-    elsewhere = services.run_start(graph="approval", input={"request": "q3"}, user=reviewer)
-    run = services.run_start(
+    elsewhere = runs.run_start(graph="approval", input={"request": "q3"}, user=reviewer)
+    run = runs.run_start(
         graph="parallel_approval",
         input={"files": ["a.txt", "b.txt", "c.txt"]},
         user=reviewer,

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hitl.core import services, timetravel
+from hitl.core import decisions, runs
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
+from hitl.core.runs import timetravel
 from tests.api.client_graphs import CLIENT_GRAPHS, TARGETS
 from tests.conftest import ROOT, wait_for
 from tests.review import test_browser as base
@@ -42,13 +43,13 @@ def test_a_requester_forks_a_thread_from_a_chosen_step_in_the_browser(
     client_graphs, asgi_server, worker_factory, browser_page, reviewer
 ):
     worker_factory("w1")
-    run = services.run_start(
+    run = runs.run_start(
         graph="typed_email", input={"request": "q3"}, user=reviewer, title="Q3 mail"
     )
     thread = run.thread
     wait_for(lambda: HumanInterrupt.objects.filter(thread=thread).exists(), what="a pause")
     row = HumanInterrupt.objects.get(thread=thread)
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     wait_for(lambda: Thread.objects.get(pk=thread.pk).status == "done", what="the end")
     steps = timetravel.thread_checkpoints(thread)
     (before_ask,) = [cp for cp in steps if cp["next"] == ["ask"]]

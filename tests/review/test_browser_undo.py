@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hitl.core import services
+from hitl.core import decisions, errors, runs
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
 from tests.conftest import wait_for
 from tests.review import test_browser as base
@@ -33,7 +33,7 @@ def resumes(thread_id) -> int:
 def test_undo_races_a_second_reviewer_and_is_refused_after_the_grace_period(
     grace, asgi_server, celery_worker, browser_page, reviewer, second_reviewer
 ):
-    run = services.run_start(graph="demo", input={}, user=reviewer, title="Sales report")
+    run = runs.run_start(graph="demo", input={}, user=reviewer, title="Sales report")
     url = f"/threads/{run.thread_id}/"
     rita, sam = browser_page(asgi_server, "rita"), browser_page(asgi_server, "sam")
     for page in (rita, sam):
@@ -57,8 +57,8 @@ def test_undo_races_a_second_reviewer_and_is_refused_after_the_grace_period(
     assert resumes(run.thread_id) == 0
     # Sam is told it is decided, and cannot answer it meanwhile.
     sam.wait_for_selector(f"{card} .form-error:has-text('Already answered by rita')")
-    with pytest.raises(services.Conflict, match="who may still undo"):
-        services.interrupt_resolve(
+    with pytest.raises(errors.Conflict, match="who may still undo"):
+        decisions.interrupt_resolve(
             interrupt_id=row.pk, user=second_reviewer, response_type="response", args="Q1"
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hitl.core import services
+from hitl.core import decisions
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
 from tests.review.conftest import human_interrupt
 
@@ -74,7 +74,7 @@ def test_items_answered_meanwhile_and_items_of_other_groups_are_listed_not_force
     _, (taken, free) = paused(user=requester, values=[human_interrupt("a"), human_interrupt("b")])
     _, (elsewhere,) = paused(user=requester, values=[human_interrupt("c")])
     HumanInterrupt.objects.filter(pk=elsewhere.pk).update(reviewer_group=finance_group)
-    services.interrupt_resolve(interrupt_id=taken.pk, user=second_reviewer, response_type="ignore")
+    decisions.interrupt_resolve(interrupt_id=taken.pk, user=second_reviewer, response_type="ignore")
 
     response = post(client_for(reviewer), type="accept", ids=[taken.pk, free.pk, elsewhere.pk])
 

@@ -9,7 +9,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from hitl.core import claims, events
+from hitl.core.decisions import claims
+from hitl.core.live import events
 from hitl.core.models import AuditEvent, InterruptClaim, InterruptSnooze, Notification
 from tests.review.conftest import human_interrupt
 
@@ -153,9 +154,9 @@ def test_outsiders_cannot_claim_or_snooze(paused, client_for, requester, outside
 
 
 def test_a_decided_item_cannot_be_claimed(paused, client_for, requester, reviewer):
-    from hitl.core import services
+    from hitl.core import decisions
 
     _, (row,) = paused(user=requester, values=[human_interrupt("a")])
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     response = claim(client_for(reviewer), row)
     assert response.status_code == 409 and response.json()["error"] == "This interrupt is resolved."

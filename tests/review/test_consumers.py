@@ -11,7 +11,8 @@ from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from hitl.core import runs, services
+from hitl.core import decisions
+from hitl.core.worker import lease
 from hitl.review import consumers
 from tests.review.conftest import dangerous_markup, human_interrupt, open_interrupts
 
@@ -126,7 +127,7 @@ def test_answered_elsewhere_reaches_the_other_reviewer(reviewer, second_reviewer
     async def scenario():
         _, (row,) = await pause(user=requester, values=[human_interrupt()])
         sam = await connect("/ws/inbox/", second_reviewer)
-        await sync_to_async(services.interrupt_resolve)(
+        await sync_to_async(decisions.interrupt_resolve)(
             interrupt_id=row.pk, user=reviewer, response_type="accept"
         )
         message = await sam.receive_json_from(timeout=5)
@@ -165,7 +166,7 @@ def test_thread_page_socket_gets_cards_sections_and_stream(reviewer, requester):
         watcher = await connect(f"/ws/threads/{thread.pk}/", requester)
         rita = await connect(f"/ws/threads/{thread.pk}/", reviewer)
 
-        await sync_to_async(services.interrupt_resolve)(
+        await sync_to_async(decisions.interrupt_resolve)(
             interrupt_id=row.pk, user=reviewer, response_type="accept"
         )
         gone = await next_of(watcher, "interrupt.changed")
@@ -179,7 +180,7 @@ def test_thread_page_socket_gets_cards_sections_and_stream(reviewer, requester):
 
         # A new interrupt on the thread arrives as a decision card: answerable for the
         # reviewer, read-only for the requester.
-        from hitl.core.events import publish_thread_event
+        from hitl.core.live.events import publish_thread_event
 
         await sync_to_async(publish_thread_event)(
             thread.pk, {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Hi"}
@@ -187,8 +188,8 @@ def test_thread_page_socket_gets_cards_sections_and_stream(reviewer, requester):
         streamed = await next_of(rita, "thread.event")
         assert streamed["event"]["delta"] == "Hi"
         run = await sync_to_async(lambda: thread.runs.get(kind="resume"))()
-        await sync_to_async(runs.run_claim)(run_id=run.pk, worker="t")
-        await sync_to_async(runs.run_finish)(
+        await sync_to_async(lease.run_claim)(run_id=run.pk, worker="t")
+        await sync_to_async(lease.run_finish)(
             run_id=run.pk,
             worker="t",
             interrupts=[("second", human_interrupt("follow_up", description="<b>x</b>"), None)],

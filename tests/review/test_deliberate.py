@@ -6,9 +6,10 @@ import traceback
 
 import pytest
 
-from hitl.core import runs, services
+from hitl.core import decisions, runs
 from hitl.core.errors import error_headline
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
+from hitl.core.worker import lease
 from tests.conftest import wait_for
 from tests.review.conftest import human_interrupt
 from tests.review.test_thread_page import arg_names, decide
@@ -81,7 +82,7 @@ def test_the_outcome_fragment_names_who_and_what(
     _, (row,) = paused(user=requester, values=[human_interrupt()])
     url = f"/interrupts/{row.pk}/outcome/"
     assert client_for(second_reviewer).get(url).status_code == 409
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     html = client_for(second_reviewer).get(url).content.decode()
     assert "<b>rita</b> accepted it as proposed" in html and "a@b.c" in html
     assert client_for(outsider).get(url).status_code == 404
@@ -122,9 +123,9 @@ def test_error_headline_is_the_exception_type_and_message_without_paths():
 
 
 def _failed_run(requester) -> Run:
-    run = services.run_start(graph="approval", input={}, user=requester, title="Failing")
-    runs.run_claim(run_id=run.pk, worker="w")
-    runs.run_fail(run_id=run.pk, worker="w", error=_traceback())
+    run = runs.run_start(graph="approval", input={}, user=requester, title="Failing")
+    lease.run_claim(run_id=run.pk, worker="w")
+    lease.run_fail(run_id=run.pk, worker="w", error=_traceback())
     return run
 
 
@@ -187,9 +188,9 @@ def test_an_approved_tool_that_crashes_shows_as_a_failed_action(
 
     register_in_process(monkeypatch)
     worker_factory("w1", HITL_EXTRA_GRAPHS=WORKER_GRAPHS)
-    run = services.run_start(graph="failing_tool", input={"request": "crash"}, user=reviewer)
+    run = runs.run_start(graph="failing_tool", input={"request": "crash"}, user=reviewer)
     row = wait_for(lambda: HumanInterrupt.objects.filter(thread=run.thread).first(), 60)
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     wait_for(lambda: run.thread.runs.filter(status="error").exists(), 60, what="the run to fail")
     page = client_for(reviewer).get(f"/threads/{run.thread_id}/").content.decode()
     banner = page[page.index('id="failed-actions"') :]

@@ -6,8 +6,8 @@ import pytest
 from django.core import signing
 from django.test import Client
 
+from hitl.core.access.links import SALT, link_token
 from hitl.core.models import HumanInterrupt, NotificationPreference, Run, Thread
-from hitl.core.notify_links import SALT, link_token
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from hitl.core import services
+from hitl.core import decisions
 from tests.review.conftest import human_interrupt
 from tests.review.test_consumers import connect, fresh_layer, next_of, pause  # noqa: F401
 
@@ -22,7 +22,7 @@ def test_an_approval_reaches_inboxes_and_the_thread_as_progress(
         sam = await connect("/ws/inbox/", second_reviewer)
         fiona = await connect("/ws/inbox/", finance_reviewer)
         watcher = await connect(f"/ws/threads/{thread.pk}/", requester)
-        await sync_to_async(services.interrupt_resolve)(
+        await sync_to_async(decisions.interrupt_resolve)(
             interrupt_id=row.pk, user=reviewer, response_type="accept"
         )
         expected = {
@@ -39,7 +39,7 @@ def test_an_approval_reaches_inboxes_and_the_thread_as_progress(
         assert await next_of(watcher, "interrupt.progress") == expected
         assert await fiona.receive_nothing(timeout=0.5)  # not routed to finance
 
-        await sync_to_async(services.interrupt_resolve)(
+        await sync_to_async(decisions.interrupt_resolve)(
             interrupt_id=row.pk, user=second_reviewer, response_type="accept"
         )
         done = await sam.receive_json_from(timeout=5)

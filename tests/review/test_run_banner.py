@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hitl.core import runs, services
+from hitl.core import runs
 from hitl.core.models import AuditEvent, Run
+from hitl.core.worker import lease
 from tests.review.conftest import WORKER
 
 TRACE = (
@@ -20,9 +21,9 @@ TRACE = (
 @pytest.fixture
 def failed_thread(settings, requester):
     settings.HITL_EXECUTOR = "manual"
-    run = services.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
-    runs.run_claim(run_id=run.pk, worker=WORKER)
-    runs.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
+    run = runs.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
+    lease.run_claim(run_id=run.pk, worker=WORKER)
+    lease.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
     run.thread.refresh_from_db()
     return run.thread
 
@@ -96,7 +97,7 @@ def test_a_cancelled_thread_says_cancelled_not_idle(paused, client_for, requeste
     from tests.review.conftest import human_interrupt
 
     thread, _ = paused(user=requester, values=[human_interrupt()])
-    services.thread_cancel(thread=thread, user=requester)
+    runs.thread_cancel(thread=thread, user=requester)
     html = client_for(requester).get(f"/threads/{thread.pk}/").content.decode()
     assert 'class="status status-cancelled"' in html
     assert 'id="run-cancelled"' in html and "pending decisions were withdrawn" in html

@@ -11,9 +11,9 @@ from typing import Any, Literal, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from hitl.core import graph_inputs
 from hitl.core.models import AuditEvent, Run, Thread
 from hitl.core.registry import registry
+from hitl.core.runs import inputs
 
 # What valid_ticket's fields become: typed, lines split and trimmed, the box ticked.
 TICKET_INPUT = {
@@ -265,7 +265,7 @@ def extra_graphs(monkeypatch):
     monkeypatch.setitem(sys.modules, "w13_extra_graphs", module)
     for name in ("odd", "broken", "dict_state"):
         monkeypatch.setitem(registry.targets, name, f"w13_extra_graphs:{name}")
-    monkeypatch.setattr(graph_inputs, "_cache", {})
+    monkeypatch.setattr(inputs, "_cache", {})
 
 
 def test_an_unsupported_field_type_falls_back_to_json_for_that_field(

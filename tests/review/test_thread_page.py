@@ -283,9 +283,9 @@ def test_socket_fragments_render_inert(paused, requester):
 def test_conversation_comes_from_the_checkpoint_messages(
     manual_runs, client_for, reviewer, requester
 ):
-    from hitl.core import services
+    from hitl.core import runs
 
-    run = services.run_start(graph="demo", input={}, user=requester, title="report")
+    run = runs.run_start(graph="demo", input={}, user=requester, title="report")
     assert manual_runs(run) == "interrupted"
     page = client_for(reviewer).get(f"/threads/{run.thread_id}/").content.decode()
     conversation = page[page.index('id="section-conversation"') :]
@@ -314,7 +314,7 @@ def test_final_result_and_run_history(paused, client_for, reviewer, requester):
 
 @pytest.fixture
 def files_thread(paused, requester, settings, tmp_path):
-    from hitl.core.files import thread_files
+    from hitl.core.files.storage import thread_files
 
     settings.MEDIA_ROOT = str(tmp_path / "media")
     thread, _ = paused(user=requester, values=[human_interrupt()])
@@ -386,13 +386,13 @@ def test_a_file_gone_from_storage_is_410_not_500(files_thread, client_for, revie
 def test_thread_page_shows_the_audit_trail_with_proposed_and_edited_args(
     paused, client_for, reviewer, requester
 ):
-    from hitl.core import services
+    from hitl.core import decisions
     from tests.review.conftest import open_interrupts
 
     thread, (row,) = open_interrupts(
         user=requester, values=[human_interrupt(args={"to": "old@example.com", "subject": "Q3"})]
     )
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk,
         user=reviewer,
         response_type="edit",

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from hitl.core import services
+from hitl.core import decisions, errors, runs
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
 from hitl.ops.maintenance import expire_due_interrupts
 from tests.review.conftest import human_interrupt
@@ -30,30 +30,30 @@ def test_a_decision_with_grace_is_stored_and_audited_at_once_but_resumes_later(
     paused, reviewer, requester
 ):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
     row.refresh_from_db()
     assert row.status == "resolved" and row.undo_until is not None
     answered = AuditEvent.objects.get(interrupt=row, kind="interrupt.answered")
     assert answered.data["grace_seconds"] == 5
     assert resumes(thread) == 0
-    assert services.interrupt_release(interrupt_id=row.pk) is None  # not due yet
+    assert decisions.interrupt_release(interrupt_id=row.pk) is None  # not due yet
     assert resumes(thread) == 0
-    assert services.interrupt_release_due(now=row.undo_until + timedelta(seconds=1)) == 1
+    assert decisions.interrupt_release_due(now=row.undo_until + timedelta(seconds=1)) == 1
     row.refresh_from_db()
     assert row.undo_until is None and resumes(thread) == 1
-    assert services.interrupt_release_due(now=timezone.now() + timedelta(minutes=1)) == 0
+    assert decisions.interrupt_release_due(now=timezone.now() + timedelta(minutes=1)) == 0
 
 
 def test_undo_within_grace_makes_the_item_pending_again_and_is_audited(paused, reviewer, requester):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=row.pk,
         user=reviewer,
         response_type="edit",
         args={"action": "send_email", "args": {"to": "x@y.z"}},
         grace=5,
     )
-    services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    decisions.interrupt_undo(interrupt_id=row.pk, user=reviewer)
     row.refresh_from_db()
     assert (row.status, row.response_type, row.response_args, row.responded_by) == (
         "pending",
@@ -64,16 +64,16 @@ def test_undo_within_grace_makes_the_item_pending_again_and_is_audited(paused, r
     assert row.undo_until is None
     undone = AuditEvent.objects.get(interrupt=row, kind="interrupt.undone")
     assert undone.actor == reviewer and undone.data["response_type"] == "edit"
-    assert services.interrupt_release_due(now=timezone.now() + timedelta(minutes=1)) == 0
+    assert decisions.interrupt_release_due(now=timezone.now() + timedelta(minutes=1)) == 0
     assert resumes(thread) == 0
 
 
 def test_undo_after_the_grace_period_is_refused(paused, reviewer, requester, client_for):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
     past_grace(row)
-    with pytest.raises(services.Conflict, match="Too late to undo"):
-        services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    with pytest.raises(errors.Conflict, match="Too late to undo"):
+        decisions.interrupt_undo(interrupt_id=row.pk, user=reviewer)
     client = client_for(reviewer)
     response = client.post(f"/interrupts/{row.pk}/undo/", HTTP_ACCEPT="application/json")
     assert response.status_code == 409 and "Too late to undo" in response.json()["error"]
@@ -88,18 +88,18 @@ def test_under_grace_others_are_told_it_is_decided_and_cannot_undo_it(
     paused, reviewer, second_reviewer, requester, client_for
 ):
     _, (row,) = paused(user=requester, values=[human_interrupt()])
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
-    with pytest.raises(services.Conflict, match=r"Already answered by rita \(who may still undo"):
-        services.interrupt_resolve(
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
+    with pytest.raises(errors.Conflict, match=r"Already answered by rita \(who may still undo"):
+        decisions.interrupt_resolve(
             interrupt_id=row.pk, user=second_reviewer, response_type="ignore"
         )
-    with pytest.raises(services.Conflict, match="Only a decision of your own"):
-        services.interrupt_undo(interrupt_id=row.pk, user=second_reviewer)
+    with pytest.raises(errors.Conflict, match="Only a decision of your own"):
+        decisions.interrupt_undo(interrupt_id=row.pk, user=second_reviewer)
     outcome = client_for(second_reviewer).get(f"/interrupts/{row.pk}/outcome/").content.decode()
     assert "accepted it as proposed (they can still undo it" in outcome
     # Undone: now the other reviewer's decision wins.
-    services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
-    services.interrupt_resolve(interrupt_id=row.pk, user=second_reviewer, response_type="ignore")
+    decisions.interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=second_reviewer, response_type="ignore")
     row.refresh_from_db()
     assert (row.status, row.response_type, row.responded_by) == (
         "resolved",
@@ -112,25 +112,25 @@ def test_siblings_wait_for_a_decision_under_grace(paused, reviewer, requester):
     thread, (first, second) = paused(
         user=requester, values=[human_interrupt("a"), human_interrupt("b")]
     )
-    services.interrupt_resolve(
+    decisions.interrupt_resolve(
         interrupt_id=first.pk, user=reviewer, response_type="accept", grace=5
     )
-    services.interrupt_resolve(interrupt_id=second.pk, user=reviewer, response_type="ignore")
+    decisions.interrupt_resolve(interrupt_id=second.pk, user=reviewer, response_type="ignore")
     assert resumes(thread) == 0  # the first may still be undone
     past_grace(first)
-    services.interrupt_release(interrupt_id=first.pk)
+    decisions.interrupt_release(interrupt_id=first.pk)
     run = Run.objects.get(thread=thread, kind="resume")
     assert sorted(v["type"] for v in run.input["resume"].values()) == ["accept", "ignore"]
 
 
 def test_expiry_leaves_a_decision_under_grace_alone(paused, reviewer, requester):
     _, (row,) = paused(user=requester, values=[human_interrupt(expiry_policy="ignore")])
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
     HumanInterrupt.objects.filter(pk=row.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
     assert expire_due_interrupts() == 0
-    services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    decisions.interrupt_undo(interrupt_id=row.pk, user=reviewer)
     assert expire_due_interrupts() == 1  # pending again, and past its deadline
     row.refresh_from_db()
     assert row.status == "expired"
@@ -185,9 +185,9 @@ def test_api_decisions_are_immediate_unless_the_client_asks(
 
 def test_a_cancelled_thread_is_not_resumed_when_a_grace_period_ends(paused, reviewer, requester):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
-    services.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
-    services.thread_cancel(thread=thread, user=requester)
-    assert services.interrupt_release_due(now=timezone.now() + timedelta(minutes=1)) == 0
-    with pytest.raises(services.Conflict, match="Too late to undo"):
-        services.interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept", grace=5)
+    runs.thread_cancel(thread=thread, user=requester)
+    assert decisions.interrupt_release_due(now=timezone.now() + timedelta(minutes=1)) == 0
+    with pytest.raises(errors.Conflict, match="Too late to undo"):
+        decisions.interrupt_undo(interrupt_id=row.pk, user=reviewer)
     assert resumes(thread) == 0

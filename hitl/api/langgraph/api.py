@@ -43,11 +43,12 @@ from hitl.api.langgraph.schemas import (
 )
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_modes
 from hitl.api.tokens import TokenBearer, TokenHeader
-from hitl.core import eventlog, services
-from hitl.core.events import RunEnd
+from hitl.core import errors
+from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
+from hitl.core.live import eventlog
+from hitl.core.live.events import RunEnd
+from hitl.core.live.waiting import ThreadSubscription, wait_for_run
 from hitl.core.models import Run, Thread
-from hitl.core.selectors import thread_list_for_user, user_can_view_thread
-from hitl.core.waiting import ThreadSubscription, wait_for_run
 
 
 class SessionWithoutToken(SessionAuth):
@@ -91,7 +92,7 @@ def _wait_seconds(requested: float | None = None) -> float:
 def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
     thread = Thread.objects.filter(pk=thread_id).one_or_none()
     if thread is None or not user_can_view_thread(request.user, thread):
-        raise services.NotFound(f"Thread {thread_id} not found.")
+        raise errors.NotFound(f"Thread {thread_id} not found.")
     return thread
 
 
@@ -99,7 +100,7 @@ def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> R
     thread = _thread_for(request, thread_id)
     run = Run.objects.select_related("thread").filter(pk=run_id, thread=thread).one_or_none()
     if run is None:
-        raise services.NotFound(f"Run {run_id} not found.")
+        raise errors.NotFound(f"Run {run_id} not found.")
     return run
 
 
@@ -107,7 +108,7 @@ def _create_run(
     request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
 ) -> Run:
     if body.interrupt_before or body.interrupt_after:
-        raise services.Invalid("interrupt_before/interrupt_after are not supported.")
+        raise errors.Invalid("interrupt_before/interrupt_after are not supported.")
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
     # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
     command = body.command.dict(exclude_unset=True) if body.command is not None else None
@@ -221,7 +222,7 @@ def _announced_end(thread_id, end: RunEnd) -> Run:
 
 async def _finished_output(request, run: Run | None):
     if run is None:
-        raise services.NotFound("The run no longer exists.")
+        raise errors.NotFound("The run no longer exists.")
     if run.status not in Run.TERMINAL:
         return api.create_response(
             request,
@@ -289,10 +290,10 @@ def _threads_query(request, metadata: dict[str, Any] | None, status: str | None)
         elif key == "assistant_id":
             try:
                 qs = qs.filter(graph=lg_services.graph_for_assistant(str(value)))
-            except services.NotFound:
+            except errors.NotFound:
                 qs = qs.none()
         elif not key.isidentifier():
-            raise services.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
+            raise errors.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
         else:
             # A key lookup per entry works on SQLite and Postgres alike.
             qs = qs.filter(**{f"metadata__{key}": value})
@@ -302,7 +303,7 @@ def _threads_query(request, metadata: dict[str, Any] | None, status: str | None)
 @api.post("/threads/search", response={200: list[dict], **ERRORS}, tags=["threads"])
 def threads_search(request, body: ThreadSearchIn):
     if body.values:
-        raise services.Invalid("Filtering threads by state values is not supported.")
+        raise errors.Invalid("Filtering threads by state values is not supported.")
     qs = _threads_query(request, body.metadata, body.status)
     if body.ids:
         qs = qs.filter(pk__in=body.ids)
@@ -462,11 +463,11 @@ def runs_cancel_many(
     request, body: RunsCancelIn, action: Literal["interrupt", "rollback"] = "interrupt"
 ):
     if action == "rollback":
-        raise services.Invalid("Rollback is not supported; cancel with action=interrupt.")
+        raise errors.Invalid("Rollback is not supported; cancel with action=interrupt.")
     if body.status and (body.thread_id or body.run_ids):
-        raise services.Invalid("Send either status, or thread_id with run_ids, not both.")
+        raise errors.Invalid("Send either status, or thread_id with run_ids, not both.")
     if not body.status and not (body.thread_id and body.run_ids):
-        raise services.Invalid("Send status, or thread_id with run_ids.")
+        raise errors.Invalid("Send status, or thread_id with run_ids.")
     thread = _thread_for(request, body.thread_id) if body.thread_id else None
     thread_verbs.runs_cancel_many(
         user=request.user, thread=thread, run_ids=body.run_ids, status=body.status or ""
@@ -485,7 +486,7 @@ def runs_cancel(
     action: Literal["interrupt", "rollback"] = "interrupt",
 ):
     if action == "rollback":
-        raise services.Invalid("Rollback is not supported; cancel with action=interrupt.")
+        raise errors.Invalid("Rollback is not supported; cancel with action=interrupt.")
     # Cancelling is immediate (the run row is marked at once), so `wait` needs no waiting.
     run = lg_services.run_cancel(run=_run_for(request, thread_id, run_id), user=request.user)
     return serializers.run_json(run)
@@ -542,7 +543,7 @@ async def threads_join_stream(
         thread = await sync_to_async(_thread_for)(request, thread_id)
         run = await sync_to_async(lambda: thread.runs.order_by("-created_at").first())()
         if run is None:
-            raise services.NotFound("The thread has no run to follow yet.")
+            raise errors.NotFound("The thread has no run to follow yet.")
     except BaseException:
         await sub.close()
         raise
@@ -560,7 +561,7 @@ MAX_BATCH = 100
 def runs_create_batch(request, body: list[RunCreateIn]):
     """Start several stateless runs (each on a new thread): all of them, or none."""
     if not 0 < len(body) <= MAX_BATCH:
-        raise services.Invalid(f"Send from 1 to {MAX_BATCH} runs.")
+        raise errors.Invalid(f"Send from 1 to {MAX_BATCH} runs.")
     with transaction.atomic():
         runs = [_create_run(request, item, None, stateless=True) for item in body]
     return [serializers.run_json(run) for run in runs]

@@ -10,7 +10,7 @@ from hitl.api.errors import ERRORS
 from hitl.api.langgraph import serializers
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.schemas import AssistantSearchIn
-from hitl.core import services
+from hitl.core import errors
 from hitl.core.registry import registry
 
 router = Router()
@@ -42,23 +42,23 @@ def assistant_get(request, assistant_id: str):
 
 
 def _compiled(assistant_id: str):
-    from hitl.core.tasks import checkpointer
+    from hitl.core.runs.graphs import checkpointer
 
     name = lg_services.graph_for_assistant(assistant_id)
     try:
         return registry.get(name, checkpointer())
     except Exception as exc:  # a registered target that does not import or compile
-        raise services.Conflict(f"Graph {name!r} cannot be loaded: {exc}") from None
+        raise errors.Conflict(f"Graph {name!r} cannot be loaded: {exc}") from None
 
 
 @router.get("/{assistant_id}/graph", response={200: dict, **ERRORS}, tags=["assistants"])
 def assistant_graph(request, assistant_id: str, xray: bool = False):
     try:
         return _compiled(assistant_id).get_graph(xray=xray).to_json()
-    except services.ServiceError:
+    except errors.ServiceError:
         raise
     except Exception as exc:  # a graph LangGraph cannot draw
-        raise services.Conflict(f"The graph cannot be drawn: {exc}") from None
+        raise errors.Conflict(f"The graph cannot be drawn: {exc}") from None
 
 
 def _schemas(graph: Any, name: str) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def _subgraphs(assistant_id: str, namespace: str | None, recurse: bool) -> dict[
     try:
         found = list(graph.get_subgraphs(namespace=namespace, recurse=recurse))
     except Exception as exc:  # a graph whose subgraphs LangGraph cannot list
-        raise services.Conflict(f"The subgraphs cannot be listed: {exc}") from None
+        raise errors.Conflict(f"The subgraphs cannot be listed: {exc}") from None
     return {ns: _schemas(subgraph, name) for ns, subgraph in found}
 
 

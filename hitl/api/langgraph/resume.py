@@ -1,7 +1,7 @@
 """Map resume values from API clients onto HumanInterrupt rows and answer them.
 
 A LangGraph `Command(resume=...)` (or an AG-UI `resume` entry) is translated into one
-`services.interrupt_resolve` call per row, all inside one transaction: either every
+`decisions.interrupt_resolve` call per row, all inside one transaction: either every
 answer is recorded (and the resume run queued by the last one), or none is. So
 records, audit and live pages stay exactly as if reviewers had answered in the UI.
 """
@@ -16,9 +16,10 @@ from typing import Any
 from django.db import transaction
 
 from agents import contract
-from hitl.core import pgpaths, services
+from hitl.core import decisions, errors
+from hitl.core.db import statements
+from hitl.core.errors import check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
-from hitl.core.services import check_storable  # noqa: F401 - re-exported for the API modules
 
 CANCELLED = object()  # an AG-UI resume entry with status "cancelled"
 
@@ -44,7 +45,7 @@ def answer_for(row: HumanInterrupt, payload: Any) -> tuple[str, Any]:
     if payload is CANCELLED:
         return "ignore", None
     if payload is None:
-        raise services.Invalid(
+        raise errors.Invalid(
             f"The answer for {_label(row)} is null: send a HumanResponse {{type, args}} "
             '(skip it with {"type": "ignore"}).'
         )
@@ -62,7 +63,7 @@ def answer_for(row: HumanInterrupt, payload: Any) -> tuple[str, Any]:
         if kind == "edit":
             edited = payload.get("edited_action")
             if not isinstance(edited, dict):
-                raise services.Invalid(
+                raise errors.Invalid(
                     f"An edit decision for {_label(row)} needs edited_action {{name, args}}."
                 )
             return "edit", {"action": edited.get("name", row.action), "args": edited.get("args")}
@@ -76,7 +77,7 @@ def answer_for(row: HumanInterrupt, payload: Any) -> tuple[str, Any]:
         return "response", payload
     if _is_client_tool(row):
         return "response", json.dumps(payload)
-    raise services.Invalid(
+    raise errors.Invalid(
         f"Cannot answer {_label(row)} with {type(payload).__name__} {json.dumps(payload)[:80]}: "
         "send a HumanResponse {type, args}, a decision {type: approve|edit|reject|respond}, "
         "or a text."
@@ -98,20 +99,20 @@ def answers_for_interrupt(rows: list[HumanInterrupt], value: Any) -> list[tuple[
         if isinstance(value, dict) and isinstance(value.get("decisions"), list):
             value = value["decisions"]
         if not isinstance(value, list) or len(value) != len(rows):
-            raise services.Invalid(
+            raise errors.Invalid(
                 f"Interrupt {rows[0].interrupt_id} asks for {len(rows)} decisions: "
                 'resume with {"decisions": [...]} holding one decision per action.'
             )
         return [(row, *answer_for(row, item)) for row, item in zip(rows, value, strict=True)]
     if isinstance(value, list) and kind != HumanInterrupt.Kind.RAW:
         if len(value) != len(rows):
-            raise services.Invalid(
+            raise errors.Invalid(
                 f"Interrupt {rows[0].interrupt_id} has {len(rows)} request(s); "
                 f"the resume list has {len(value)} answer(s)."
             )
         return [(row, *answer_for(row, item)) for row, item in zip(rows, value, strict=True)]
     if len(rows) != 1:
-        raise services.Invalid(
+        raise errors.Invalid(
             f"Interrupt {rows[0].interrupt_id} has {len(rows)} requests: resume with a list "
             "holding one HumanResponse per request."
         )
@@ -139,14 +140,14 @@ def _pending_locked(thread: Thread) -> tuple[dict[str, list[HumanInterrupt]], di
     pending = HumanInterrupt.Status.PENDING
     groups: dict[str, list[HumanInterrupt]] = {}
     by_run: dict[Any, list[HumanInterrupt]] = {}
-    for row in pgpaths.interrupts_answerable_locked(thread.pk):
+    for row in statements.interrupts_answerable_locked(thread.pk):
         by_run.setdefault(row.run_id, []).append(row)
         if row.status == pending:
             groups.setdefault(row.interrupt_id, []).append(row)
     return groups, by_run
 
 
-def _answered_conflict(thread: Thread, ids: Iterable[str]) -> services.Conflict | None:
+def _answered_conflict(thread: Thread, ids: Iterable[str]) -> errors.Conflict | None:
     """A Conflict naming who answered, when `ids` refer to interrupts no longer pending."""
     ids = [str(i) for i in ids]
     rows = [
@@ -165,8 +166,8 @@ def _answered_conflict(thread: Thread, ids: Iterable[str]) -> services.Conflict 
             if row.responded_by
             else (f"rule {row.decided_by_rule}" if row.decided_by_rule else "someone")
         )
-        return services.Conflict(f"Interrupt {row.interrupt_id} was already answered by {who}.")
-    return services.Conflict(f"Interrupt {row.interrupt_id} is {row.status}.")
+        return errors.Conflict(f"Interrupt {row.interrupt_id} was already answered by {who}.")
+    return errors.Conflict(f"Interrupt {row.interrupt_id} is {row.status}.")
 
 
 def _resolve_all(
@@ -192,7 +193,7 @@ def _resolve_all(
     pending = {row.pk for rows in groups.values() for row in rows}
     missing = pending - {row.pk for row, _, _ in plan}
     if missing and not partial:
-        raise services.Invalid(
+        raise errors.Invalid(
             f"{len(missing)} pending request(s) of this thread are not answered by this "
             "resume; answer every pending interrupt at once (or answer them one by one "
             "with POST /api/v1/interrupts/{id}/decision)."
@@ -201,7 +202,7 @@ def _resolve_all(
     # All or nothing: any refusal rolls every answer back, so no savepoints are needed.
     with transaction.atomic(savepoint=False):
         for row, response_type, args in plan:
-            answered = services.interrupt_resolve(
+            answered = decisions.interrupt_resolve(
                 interrupt_id=row.pk,
                 user=user,
                 response_type=response_type,
@@ -218,7 +219,7 @@ def _resolve_all(
         paused.refresh_from_db()
         return paused
     if run is None:  # every answer landed but nothing to resume (all cancelled upstream)
-        raise services.Conflict("Nothing to resume: the thread's interrupts were withdrawn.")
+        raise errors.Conflict("Nothing to resume: the thread's interrupts were withdrawn.")
     return run
 
 
@@ -264,7 +265,7 @@ def resume_command(
     else:
         groups = _pending_by_interrupt(thread)
     if resume is None or resume == {} or resume == []:
-        raise services.Invalid(
+        raise errors.Invalid(
             "command.resume is empty: send the answer (a HumanResponse {type, args}) or a map "
             "{interrupt_id: answer}; nothing was recorded."
         )
@@ -299,17 +300,17 @@ def resume_command(
             conflict = _answered_conflict(thread, unknown)
             if conflict is not None:
                 raise conflict
-            raise services.Invalid(
+            raise errors.Invalid(
                 f"No pending interrupt {unknown[0]!r} on this thread; pending: "
                 f"{', '.join(groups) or 'none'}. Nothing was recorded."
             )
     if not groups:
-        raise services.Conflict(
+        raise errors.Conflict(
             "This thread has no pending interrupts to resume"
             + (f" (it is {thread.status})." if thread.status != Thread.Status.INTERRUPTED else ".")
         )
     if len(groups) > 1:
-        raise services.Invalid(
+        raise errors.Invalid(
             f"This thread has {len(groups)} pending interrupts ({', '.join(groups)}); "
             "resume with a map {interrupt_id: value}."
         )
@@ -351,7 +352,7 @@ def resume_entries(*, thread: Thread, user, entries: dict[str, Any]) -> Run:
         conflict = _answered_conflict(thread, unknown)
         if conflict is not None:
             raise conflict
-        raise services.Invalid(f"No pending interrupt {unknown[0]!r} on this thread.")
+        raise errors.Invalid(f"No pending interrupt {unknown[0]!r} on this thread.")
     if not plan:
-        raise services.Invalid("The resume list is empty.")
+        raise errors.Invalid("The resume list is empty.")
     return _resolve_all(thread=thread, user=user, plan=plan, groups=groups)

@@ -8,10 +8,10 @@ from django.db.models import Prefetch
 
 from hitl.api.langgraph import state
 from hitl.api.langgraph.services import assistant_id_for
+from hitl.core.db.retry import retry_transient
 from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
-from hitl.core.retry import retry_transient
 
 # Ours -> LangGraph's (ThreadStatus has no "done"; RunStatus has no "queued"/"cancelled").
 THREAD_STATUS = {

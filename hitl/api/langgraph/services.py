@@ -1,7 +1,7 @@
 """State changes behind the LangGraph-compatible API and the AG-UI endpoint.
 
-Thin on purpose: runs start through services.run_start and interrupts are answered
-through services.interrupt_resolve (via hitl.api.langgraph.resume), so this API changes
+Thin on purpose: runs start through runs.run_start and interrupts are answered
+through decisions.interrupt_resolve (via hitl.api.langgraph.resume), so this API changes
 nothing the UI would not.
 """
 
@@ -14,11 +14,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from hitl.api.langgraph.resume import check_storable, resume_command
-from hitl.core import pgpaths, services
+from hitl.core import errors, runs
+from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
+from hitl.core.db import statements
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
-from hitl.core.selectors import user_can_run_thread, user_can_view_thread
-from hitl.core.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 ASSISTANT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
 
@@ -35,7 +36,7 @@ def graph_for_assistant(assistant_id: str) -> str:
     for name in registry.names():
         if assistant_id_for(name) == assistant_id:
             return name
-    raise services.NotFound(
+    raise errors.NotFound(
         f"No assistant {assistant_id!r}; registered graphs: {', '.join(registry.names())}."
     )
 
@@ -44,7 +45,7 @@ def _check_metadata(metadata: Any) -> dict[str, Any]:
     if metadata is None:
         return {}
     if not isinstance(metadata, dict):
-        raise services.Invalid("metadata must be a JSON object.")
+        raise errors.Invalid("metadata must be a JSON object.")
     return check_storable(metadata, "metadata")
 
 
@@ -61,7 +62,7 @@ def thread_create(
         if existing is not None:
             if if_exists == "do_nothing" and user_can_view_thread(user, existing):
                 return existing
-            raise services.Conflict(f"Thread {thread_id} already exists.")
+            raise errors.Conflict(f"Thread {thread_id} already exists.")
     try:
         # One INSERT: no transaction of its own. Inside a caller's (run_create) the
         # Conflict below ends that transaction anyway.
@@ -74,7 +75,7 @@ def thread_create(
             status=Thread.Status.IDLE,
         )
     except IntegrityError:  # created concurrently under the same id
-        raise services.Conflict(f"Thread {thread_id} already exists.") from None
+        raise errors.Conflict(f"Thread {thread_id} already exists.") from None
     # Nothing has run on it: its answer needs no checkpoint or interrupt read.
     thread.is_new, thread.pending_rows = True, []
     return thread
@@ -84,7 +85,7 @@ def thread_update(*, thread: Thread, user, metadata: Any) -> Thread:
     """Merge metadata into a thread (LangGraph PATCH semantics)."""
     metadata = _check_metadata(metadata)
     if not user_can_run_thread(user, thread):
-        raise services.Forbidden(
+        raise errors.Forbidden(
             "Only the thread's requester (or a user with the hitl.run_any_thread "
             "permission) can change it."
         )
@@ -127,19 +128,19 @@ def run_create(
         try:
             webhook_check_url(webhook)
         except WebhookNotAllowed as exc:
-            raise services.Invalid(str(exc)) from None
+            raise errors.Invalid(str(exc)) from None
     if command is not None:
         unsupported = sorted(k for k, v in command.items() if v is not None and k != "resume")
         if unsupported:
-            raise services.Invalid(
+            raise errors.Invalid(
                 f"Unsupported command field(s): {', '.join(unsupported)}; only resume is supported."
             )
         if "resume" not in command:
-            raise services.Invalid('A command needs "resume".')
+            raise errors.Invalid('A command needs "resume".')
         if input is not None:
-            raise services.Invalid("Send either input or command, not both.")
+            raise errors.Invalid("Send either input or command, not both.")
         if checkpoint_id:
-            raise services.Invalid(
+            raise errors.Invalid(
                 "A resume answers the latest checkpoint's interrupts; start a run from an "
                 "earlier checkpoint with input instead."
             )
@@ -147,18 +148,18 @@ def run_create(
         locked = False
         if thread_id is not None:
             # Read once, locked: the run's start or the answers need the lock anyway.
-            thread = pgpaths.thread_locked(thread_id)
+            thread = statements.thread_locked(thread_id)
             if thread is None and if_not_exists == "create":
                 new_thread_id = thread_id
             elif thread is None or not user_can_view_thread(user, thread):
-                raise services.NotFound(f"Thread {thread_id} not found.")
+                raise errors.NotFound(f"Thread {thread_id} not found.")
             locked = thread is not None
         if thread is None:
             thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
         if checkpoint_id:
             check_checkpoint(thread, checkpoint_id)
         if command is None:
-            return services.run_start(
+            return runs.run_start(
                 graph=graph,
                 input=input,
                 user=user,
@@ -171,7 +172,7 @@ def run_create(
                 thread_locked=locked,
             )
         if thread.graph != graph:
-            raise services.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
+            raise errors.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
         fields = {"metadata": metadata, "webhook": webhook or ""}
         if stream_modes:
             fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
@@ -188,28 +189,28 @@ def run_create(
 def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:
     """The checkpoint a run starts from: `checkpoint_id`, or `checkpoint.checkpoint_id`."""
     if checkpoint is not None and not isinstance(checkpoint, dict):
-        raise services.Invalid("checkpoint must be an object {checkpoint_id, ...}.")
+        raise errors.Invalid("checkpoint must be an object {checkpoint_id, ...}.")
     return checkpoint_id or (checkpoint or {}).get("checkpoint_id") or None
 
 
 def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
     """Refuse a checkpoint id that is not one of this thread's checkpoints."""
-    from hitl.core.tasks import checkpointer
+    from hitl.core.runs.graphs import checkpointer
 
     check_storable(checkpoint_id, "checkpoint_id")
     if not isinstance(checkpoint_id, str) or not 0 < len(checkpoint_id) <= 64:
-        raise services.Invalid("checkpoint_id must be a checkpoint id of this thread.")
+        raise errors.Invalid("checkpoint_id must be a checkpoint id of this thread.")
     config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
     config["configurable"]["checkpoint_id"] = checkpoint_id
     if checkpointer().get_tuple(config) is None:
-        raise services.NotFound(f"Thread {thread.pk} has no checkpoint {checkpoint_id!r}.")
+        raise errors.NotFound(f"Thread {thread.pk} has no checkpoint {checkpoint_id!r}.")
 
 
 def run_cancel(*, run: Run, user) -> Run:
     """Cancel a queued or running run, or withdraw the interrupts a paused run waits on."""
     waiting = run.status == Run.Status.INTERRUPTED and run.interrupts.pending().exists()
     if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) and not waiting:
-        raise services.Conflict(f"The run is already {run.status}.")
-    services.thread_cancel(thread=run.thread, user=user)
+        raise errors.Conflict(f"The run is already {run.status}.")
+    runs.thread_cancel(thread=run.thread, user=user)
     run.refresh_from_db()
     return run

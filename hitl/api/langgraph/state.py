@@ -6,16 +6,16 @@ import logging
 from typing import Any
 
 from hitl.api.langgraph.resume import check_storable
-from hitl.core import services
+from hitl.core import errors
+from hitl.core.live.agui import jsonable
 from hitl.core.models import Thread
 from hitl.core.registry import registry
-from hitl.core.stream import jsonable
 
 log = logging.getLogger(__name__)
 
 
 def _graph(thread: Thread):
-    from hitl.core.tasks import checkpointer
+    from hitl.core.runs.graphs import checkpointer
 
     if thread.graph not in registry.targets:
         return None
@@ -110,7 +110,7 @@ def thread_state(thread: Thread, checkpoint_id: str | None = None) -> dict[str, 
         return _empty(thread)
     snapshot = graph.get_state(_config(thread, checkpoint_id))
     if checkpoint_id and not snapshot.config.get("configurable", {}).get("checkpoint_id"):
-        raise services.NotFound(f"No checkpoint {checkpoint_id!r} on this thread.")
+        raise errors.NotFound(f"No checkpoint {checkpoint_id!r} on this thread.")
     if not snapshot.values and not snapshot.next and snapshot.created_at is None:
         return _empty(thread)
     return snapshot_json(thread, snapshot)

@@ -1,7 +1,7 @@
 """Server-sent events for runs, in the LangGraph Server's stream modes.
 
 The run executes on a worker; what it streams reaches this process through the
-thread's channel group (see hitl.core.stream): STATE_SNAPSHOT events become `values`,
+thread's channel group (see hitl.core.live.agui): STATE_SNAPSHOT events become `values`,
 RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verbatim.
 `debug`, `tasks`, `checkpoints` and subgraph chunks (named `mode|<namespace>`, as
 LangGraph Server names them) are streamed by the worker only for runs started with
@@ -28,10 +28,10 @@ from langchain_core.messages import (
 )
 
 from hitl.api.langgraph import serializers, state
-from hitl.core import eventlog
+from hitl.core.live import eventlog
+from hitl.core.live.agui import RAW_SOURCE
+from hitl.core.live.waiting import TERMINAL, ThreadSubscription, fetch_run, run_events_of
 from hitl.core.models import Run
-from hitl.core.stream import RAW_SOURCE
-from hitl.core.waiting import TERMINAL, ThreadSubscription, fetch_run, run_events_of
 
 log = logging.getLogger(__name__)
 

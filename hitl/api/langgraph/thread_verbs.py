@@ -15,20 +15,24 @@ from typing import Any
 from django.db import transaction
 
 from hitl.api.langgraph import state
-from hitl.core import audit, services
+from hitl.core import audit, errors, runs
+from hitl.core.access.permissions import (
+    thread_list_for_user,
+    user_can_cancel_thread,
+    user_can_run_thread,
+)
 from hitl.core.models import AuditEvent, Run, Thread
-from hitl.core.selectors import thread_list_for_user, user_can_cancel_thread, user_can_run_thread
 
 log = logging.getLogger(__name__)
 
 
 def _may_change(user, thread: Thread) -> None:
     if not (user.is_staff or user_can_run_thread(user, thread)):
-        raise services.Forbidden("Only the requester or an admin can change this thread.")
+        raise errors.Forbidden("Only the requester or an admin can change this thread.")
 
 
 def _checkpointer():
-    from hitl.core.tasks import checkpointer
+    from hitl.core.runs.graphs import checkpointer
 
     return checkpointer()
 
@@ -40,7 +44,7 @@ def thread_delete(*, thread: Thread, user) -> None:
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
         if thread.status == Thread.Status.BUSY:
-            raise services.Conflict("The thread has a run in progress: cancel it first.")
+            raise errors.Conflict("The thread has a run in progress: cancel it first.")
         audit.audit_record(
             kind=AuditEvent.Kind.THREAD_DELETED,
             thread=thread,
@@ -66,9 +70,9 @@ def thread_copy(*, thread: Thread, user) -> Thread:
     """
     _may_change(user, thread)
     if thread.status == Thread.Status.BUSY:
-        raise services.Conflict("The thread has a run in progress: copy it when it pauses.")
+        raise errors.Conflict("The thread has a run in progress: copy it when it pauses.")
     if thread.interrupts.pending().exists():
-        raise services.Conflict(
+        raise errors.Conflict(
             "The thread waits on reviewers: answer or cancel its interrupts before copying."
         )
     saver = _checkpointer()
@@ -121,32 +125,32 @@ def thread_update_state(
     in progress and no pending interrupts (answer those instead).
     """
     if as_node == "__end__" and values in (None, {}):
-        thread = services.thread_cancel(thread=thread, user=user)
+        thread = runs.thread_cancel(thread=thread, user=user)
         return {"checkpoint": state.thread_state(thread)["checkpoint"]}
     _may_change(user, thread)
-    services.check_storable(values, "values")
+    errors.check_storable(values, "values")
     graph = state._graph(thread)
     if graph is None:
-        raise services.Invalid(f"Graph {thread.graph!r} is not available.")
+        raise errors.Invalid(f"Graph {thread.graph!r} is not available.")
     if as_node is not None and (not isinstance(as_node, str) or as_node not in graph.nodes):
         nodes = ", ".join(n for n in graph.nodes if not n.startswith("__"))
-        raise services.Invalid(f"as_node must name a node of the graph ({nodes}).")
+        raise errors.Invalid(f"as_node must name a node of the graph ({nodes}).")
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
         if thread.status == Thread.Status.BUSY:
-            raise services.Conflict("The thread has a run in progress: update it when it pauses.")
+            raise errors.Conflict("The thread has a run in progress: update it when it pauses.")
         if thread.interrupts.pending().exists():
-            raise services.Conflict(
+            raise errors.Conflict(
                 "The thread waits on reviewers: answer its interrupts (or cancel them) first."
             )
         config = state._config(thread, checkpoint_id)
         try:
             new_config = graph.update_state(config, values, as_node=as_node)
         except (ValueError, TypeError, KeyError) as exc:
-            raise services.Invalid(f"The state update was refused: {exc}") from None
+            raise errors.Invalid(f"The state update was refused: {exc}") from None
         except Exception as exc:  # InvalidUpdateError and friends from the graph
             if type(exc).__name__.endswith("Error") and "langgraph" in type(exc).__module__:
-                raise services.Invalid(f"The state update was refused: {exc}") from None
+                raise errors.Invalid(f"The state update was refused: {exc}") from None
             raise
         audit.audit_record(
             kind=AuditEvent.Kind.THREAD_STATE_UPDATED,
@@ -173,9 +177,9 @@ def run_delete(*, run: Run, user) -> None:
         thread = Thread.objects.select_for_update().get(pk=run.thread_id)
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status in (Run.Status.QUEUED, Run.Status.RUNNING):
-            raise services.Conflict("The run is in progress: cancel it first.")
+            raise errors.Conflict("The run is in progress: cancel it first.")
         if run.interrupts.pending().exists():
-            raise services.Conflict(
+            raise errors.Conflict(
                 "The run waits on reviewers: answer or cancel its interrupts first."
             )
         audit.audit_record(
@@ -207,14 +211,14 @@ def runs_cancel_many(
         runs = list(thread.runs.filter(pk__in=run_ids or []))
         missing = {str(r) for r in run_ids or []} - {str(r.pk) for r in runs}
         if missing:
-            raise services.NotFound(f"Run {sorted(missing)[0]} not found.")
+            raise errors.NotFound(f"Run {sorted(missing)[0]} not found.")
         active = BULK_CANCEL_STATUSES["all"]
         if any(r.status in active or r.interrupts.pending().exists() for r in runs):
-            services.thread_cancel(thread=thread, user=user)
+            runs.thread_cancel(thread=thread, user=user)
         return
     active = Run.objects.filter(
         status__in=BULK_CANCEL_STATUSES[status], thread__in=thread_list_for_user(user)
     )
     for target in Thread.objects.filter(pk__in=active.values("thread_id")):
         if user_can_cancel_thread(user, target):
-            services.thread_cancel(thread=target, user=user)
+            runs.thread_cancel(thread=target, user=user)

@@ -2,7 +2,7 @@
 
 Both databases now refuse the same statements: any UPDATE that rewrites an audit row,
 any DELETE, and (PostgreSQL) TRUNCATE, a statement-level trigger since TRUNCATE fires no
-row triggers. The one exception is maintenance (`hitl.core.audit_guard`): `manage.py
+row triggers. The one exception is maintenance (`hitl.core.db.audit_guard`): `manage.py
 flush`, which Django's test runner also uses between transactional tests, may empty the
 table. On PostgreSQL that is the transaction-local setting `hitl.audit_maintenance`; on
 SQLite the function `hitl_audit_maintenance()` that each Django connection registers

@@ -6,7 +6,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import hitl.core.notify_models
+import hitl.core.models.notify
 
 
 class Migration(migrations.Migration):
@@ -106,7 +106,7 @@ class Migration(migrations.Migration):
                     models.CharField(
                         default="UTC",
                         max_length=64,
-                        validators=[hitl.core.notify_models.validate_timezone],
+                        validators=[hitl.core.models.notify.validate_timezone],
                     ),
                 ),
                 (

@@ -4,7 +4,7 @@ import importlib
 
 from django.db import migrations, models
 
-import hitl.core.fields
+import hitl.core.models.fields
 
 # The append-only trigger compares audit data; the json type has no equality operator, so
 # it compares the text (what was written) instead. The function is 0006's (DELETE and
@@ -45,7 +45,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="auditevent",
             name="data",
-            field=hitl.core.fields.OrderedJSONField(blank=True, default=dict),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, default=dict),
         ),
         migrations.AlterField(
             model_name="auditevent",
@@ -76,42 +76,42 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="humaninterrupt",
             name="args",
-            field=hitl.core.fields.OrderedJSONField(blank=True, default=dict),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, default=dict),
         ),
         migrations.AlterField(
             model_name="humaninterrupt",
             name="args_schema",
-            field=hitl.core.fields.OrderedJSONField(blank=True, null=True),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="humaninterrupt",
             name="raw_value",
-            field=hitl.core.fields.OrderedJSONField(blank=True, null=True),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="humaninterrupt",
             name="response_args",
-            field=hitl.core.fields.OrderedJSONField(blank=True, null=True),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="humaninterrupt",
             name="response_schema",
-            field=hitl.core.fields.OrderedJSONField(blank=True, null=True),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="run",
             name="final_result",
-            field=hitl.core.fields.OrderedJSONField(blank=True, null=True),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="run",
             name="input",
-            field=hitl.core.fields.OrderedJSONField(blank=True, default=dict),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, default=dict),
         ),
         migrations.AlterField(
             model_name="run",
             name="result",
-            field=hitl.core.fields.OrderedJSONField(blank=True, null=True),
+            field=hitl.core.models.fields.OrderedJSONField(blank=True, null=True),
         ),
         migrations.RunPython(_trigger(_JSON_FUNCTION), _trigger(_FUNCTION)),
         # SQLite rebuilds a table to alter it, and its triggers go with the old one.

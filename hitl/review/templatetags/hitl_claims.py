@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from hitl.core.claims import active_claim
+from hitl.core.decisions.claims import active_claim
 
 register = template.Library()
 

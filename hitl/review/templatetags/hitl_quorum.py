@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from hitl.core import quorum
+from hitl.core.decisions import quorum
 from hitl.review.rendering import pretty_json
 
 register = template.Library()

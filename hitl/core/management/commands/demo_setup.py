@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.utils.crypto import get_random_string
 
+from hitl.core.access.permissions import default_reviewer_group
 from hitl.core.models import ApiToken
-from hitl.core.selectors import default_reviewer_group
 
 
 class Command(BaseCommand):

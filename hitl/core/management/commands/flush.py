@@ -8,8 +8,8 @@ no signals, so every process's cached groups, policies and rules are dropped aft
 
 from django.core.management.commands import flush
 
-from hitl.core import confcache
-from hitl.core.audit_guard import audit_maintenance
+from hitl.core.access import confcache
+from hitl.core.db.audit_guard import audit_maintenance
 
 
 class Command(flush.Command):

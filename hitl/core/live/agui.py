@@ -42,6 +42,8 @@ from ag_ui.core import (
 )
 from ag_ui.core.events import BaseEvent
 
+from hitl.core.models import HumanInterrupt
+
 # The LangGraph stream modes the worker asks for (hitl/core/tasks.py).
 # "tasks" says when a node starts (updates only say when it ended): the page names it.
 STREAM_MODES = ["values", "updates", "messages", "tasks", "custom"]
@@ -112,8 +114,6 @@ def run_finished(
                 outcome=RunFinishedSuccessOutcome(),
             )
         )
-    from hitl.core.models import HumanInterrupt
-
     rows = list(
         HumanInterrupt.objects.filter(run_id=run_id)
         .select_related("reviewer_group")

@@ -15,17 +15,18 @@ from django.db import transaction
 
 from agents.schema import state_schema
 from hitl.core import audit
-from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
+from hitl.core.access.permissions import user_can_run_thread
+from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
+from hitl.core.live.agui import jsonable
 from hitl.core.models import AuditEvent, Run, Thread
 from hitl.core.registry import registry
-from hitl.core.selectors import user_can_run_thread
-from hitl.core.stream import jsonable
+from hitl.core.runs.graphs import checkpointer
+from hitl.core.runs.start import run_start
 
 HISTORY_LIMIT = 50
 
 
 def _graph(thread: Thread):
-    from hitl.core.tasks import checkpointer
 
     if thread.graph not in registry.targets:
         raise Invalid(f"Graph {thread.graph!r} is not registered.")
@@ -88,8 +89,6 @@ def _check_values(graph, values: Any) -> dict[str, Any]:
 
 def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None) -> Run:
     """Start a run from an earlier checkpoint, after an optional state edit."""
-    from hitl.core import services
-
     if not user_can_run_thread(user, thread):
         raise Forbidden(
             "Only the thread's requester (or a user with the hitl.run_any_thread "
@@ -107,7 +106,7 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
     edited: list[str] = []
     if values is not None:
         values = _check_values(graph, values)
-        services.check_storable(values, "The state edit")
+        check_storable(values, "The state edit")
         try:
             written = graph.update_state(config, values)
         except Exception as exc:  # LangGraph refuses an update it cannot place
@@ -115,7 +114,7 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
         start_from = written["configurable"]["checkpoint_id"]
         edited = list(values)
     with transaction.atomic():
-        run = services.run_start(
+        run = run_start(
             graph=thread.graph,
             input={},
             user=user,

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 
-from hitl.core import confcache
+from hitl.core.access import confcache
 from hitl.core.models import HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 
 

@@ -19,7 +19,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save
+
+from hitl.core.live import redis
+from hitl.core.models import ReviewerGroupPolicy
+from hitl.core.models.notify import GroupNotificationSettings, NotificationPreference
+from hitl.core.models.policy import DecisionRule
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +41,7 @@ _local = threading.local()
 
 
 def _redis() -> Any:
-    from hitl.core import eventlog
-
-    return eventlog._client() if eventlog.enabled() else None
+    return redis.client() if redis.enabled() else None
 
 
 def _read_generation() -> Any:
@@ -121,14 +127,6 @@ def changed(**kwargs: Any) -> None:
 
 
 def connect_signals() -> None:
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-    from django.db.models.signals import m2m_changed, post_delete, post_save
-
-    from hitl.core.models import ReviewerGroupPolicy
-    from hitl.core.notify_models import GroupNotificationSettings, NotificationPreference
-    from hitl.core.policy_models import DecisionRule
-
     user = get_user_model()
     # Users, memberships and permissions decide who is notified of a group's items.
     models = (

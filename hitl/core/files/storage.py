@@ -19,9 +19,10 @@ from django.core.files.storage import Storage, default_storage
 from django.http import FileResponse
 
 from agents.paths import BaseThreadFiles, FileAccessError, FileMissing, VirtualPath, parse_virtual
-from hitl.core import events, services
+from hitl.core import errors
+from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
+from hitl.core.live import events
 from hitl.core.models import Thread
-from hitl.core.selectors import user_can_run_thread, user_can_view_thread
 
 _UNSAFE_NAME = re.compile(r"[^\w.\- ()+]")
 # Shown in the browser when asked to; everything else (HTML, SVG, ...) is an attachment.
@@ -114,7 +115,7 @@ def thread_files(thread_id: Any) -> StorageThreadFiles:
 # --- uploads ------------------------------------------------------------------------
 
 
-class TooLarge(services.ServiceError):
+class TooLarge(errors.ServiceError):
     status_code = 413
 
 
@@ -139,7 +140,7 @@ def upload_name(raw: str) -> str:
     name = _UNSAFE_NAME.sub("_", name).lstrip(". ").rstrip()
     stem, ext = os.path.splitext(name)
     if not stem:
-        raise services.Invalid(
+        raise errors.Invalid(
             f"The file name {raw!r} has no usable characters: name the file (e.g. data.csv)."
         )
     return _clip(stem, MAX_STEM_BYTES).rstrip() + _clip(ext, MAX_EXT_BYTES)
@@ -148,9 +149,9 @@ def upload_name(raw: str) -> str:
 def thread_file_upload(*, thread: Thread, user, name: str, content) -> dict[str, Any]:
     """Store a requester's file in the thread's uploads; returns its virtual path."""
     if not user_can_view_thread(user, thread):
-        raise services.NotFound("No such thread.")
+        raise errors.NotFound("No such thread.")
     if not user_can_run_thread(user, thread):
-        raise services.Forbidden(
+        raise errors.Forbidden(
             "Only the thread's requester (or a user with the hitl.run_any_thread "
             "permission) can upload files to it."
         )
@@ -172,7 +173,7 @@ def thread_file_upload(*, thread: Thread, user, name: str, content) -> dict[str,
     try:
         files.write_bytes(vp, data)
     except FileAccessError as exc:
-        raise services.Invalid(str(exc)) from None
+        raise errors.Invalid(str(exc)) from None
     result = {
         "path": vp.virtual,
         "name": vp.name,
@@ -191,9 +192,9 @@ def thread_file_response(*, thread: Thread, path: str, inline: bool = False) -> 
     try:
         vp = store.require_file(path)
     except FileMissing as exc:
-        raise services.NotFound(str(exc)) from None
+        raise errors.NotFound(str(exc)) from None
     except FileAccessError as exc:
-        raise services.Invalid(str(exc)) from None
+        raise errors.Invalid(str(exc)) from None
     mime = mimetypes.guess_type(vp.name)[0] or "application/octet-stream"
     response = FileResponse(
         store.open(vp),

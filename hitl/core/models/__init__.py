@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
-from hitl.core.fields import OrderedJSONField
+from hitl.core.models.fields import OrderedJSONField
 
 
 class QuerySet(models.QuerySet):
@@ -515,14 +515,14 @@ class ToolExecution(models.Model):
 
 # Loaded here so Django registers them with the app.
 # Notification settings and outbox, claims and snoozes (issue 13), in their own modules.
-from hitl.core.claim_models import InterruptClaim, InterruptSnooze  # noqa: E402
-from hitl.core.notify_models import (  # noqa: E402
+from hitl.core.models.claims import InterruptClaim, InterruptSnooze  # noqa: E402
+from hitl.core.models.notify import (  # noqa: E402
     GroupNotificationSettings,
     InterruptReminder,
     Notification,
     NotificationPreference,
 )
-from hitl.core.policy_models import Approval, DecisionRule, RuleHit  # noqa: E402
+from hitl.core.models.policy import Approval, DecisionRule, RuleHit  # noqa: E402
 
 __all__ = [
     "ApiToken",

@@ -16,19 +16,20 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from langgraph.types import Command
 
-from agents.checkpoint import get_checkpointer
 from agents.ledger import LEDGER_KEY
 from agents.paths import FILES_KEY
 from hitl import logcontext
-from hitl.core import artifacts, events, runs, services
-from hitl.core import stream as agui
-from hitl.core.engine import Hold, engine, leases
+from hitl.core import decisions
 from hitl.core.errors import is_transient
-from hitl.core.files import thread_files
-from hitl.core.ledger import ThreadToolLedger
+from hitl.core.files import artifacts
+from hitl.core.files.storage import thread_files
+from hitl.core.live import agui, events
+from hitl.core.live.agui import jsonable
 from hitl.core.models import Run
 from hitl.core.registry import registry
-from hitl.core.stream import jsonable
+from hitl.core.worker import lease
+from hitl.core.worker.engine import Hold, engine, leases
+from hitl.core.worker.ledger import ThreadToolLedger
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,6 @@ INTERRUPT = "__interrupt__"
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def checkpointer() -> Any:
-    return get_checkpointer(settings.HITL_CHECKPOINT_URL, settings.HITL_CHECKPOINT_POOL_SIZE)
 
 
 def _schema_json(schema: Any) -> dict[str, Any] | None:
@@ -286,7 +283,7 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
 
 def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     try:
-        run, retry_after = runs.run_claim(run_id=run_id, worker=worker)
+        run, retry_after = lease.run_claim(run_id=run_id, worker=worker)
     except Exception as exc:
         if not is_transient(exc):
             raise
@@ -329,7 +326,7 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         result = None if interrupts else values
         # Before run_finish: once the thread shows the pause or the end, its files are there.
         artifacts.run_outputs_record(run_id=run.pk, values=values)
-        finished = runs.run_finish(
+        finished = lease.run_finish(
             run_id=run.pk,
             worker=worker,
             interrupts=interrupts,
@@ -354,10 +351,10 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
             log.warning("run %s met a transient fault (%s); it will be retried", run.pk, exc)
             connection.close()
             with contextlib.suppress(Exception):
-                runs.run_release(run_id=run.pk, worker=worker)
+                lease.run_release(run_id=run.pk, worker=worker)
             return "retry", TRANSIENT_RETRY_SECONDS
         log.exception("run %s failed", run.pk)
-        runs.run_fail(run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc)))
+        lease.run_fail(run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc)))
         events.publish_thread_event(thread.pk, agui.run_error(str(exc)))
         return "error", 0.0
     finally:
@@ -402,4 +399,4 @@ def run_execute(self, run_id: str) -> str:
 def interrupt_release(interrupt_id: str) -> None:
     """End a decision's grace period: resume the thread unless it was undone (ids only)."""
     close_old_connections()
-    services.interrupt_release(interrupt_id=interrupt_id)
+    decisions.interrupt_release(interrupt_id=interrupt_id)

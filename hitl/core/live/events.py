@@ -19,11 +19,11 @@ from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
-from hitl.core import eventlog
+from hitl.compat import channels_redis
 from hitl.core.errors import is_transient
+from hitl.core.live import eventlog
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class ThreadEvent(TypedDict):
     type: Literal["thread.event"]
     thread_id: str
     event: dict[str, Any]
-    # The event's id in the thread's replayable log (hitl.core.eventlog), when logged.
+    # The event's id in the thread's replayable log (hitl.core.live.eventlog), when logged.
     seq: NotRequired[str]
 
 
@@ -259,12 +259,16 @@ async def _group_send_all(layer: Any, groups: tuple[str, ...], message: dict[str
     spends two round trips per group_send even then; one pipelined membership read for
     all the groups finds the few that need the send.
     """
-    if isinstance(layer, RedisChannelLayer) and layer.ring_size == 1 and len(groups) > 1:
-        connection = layer.connection(0)
-        since = int(time.time()) - layer.group_expiry
+    connection = (
+        channels_redis.single_connection(layer)
+        if channels_redis.is_redis_layer(layer) and len(groups) > 1
+        else None
+    )
+    if connection is not None:
+        since = channels_redis.live_since(layer)
         pipe = connection.pipeline(transaction=False)
         for group in groups:
-            pipe.zcount(layer._group_key(group), since, "+inf")
+            pipe.zcount(channels_redis.group_key(layer, group), since, "+inf")
         counts = await pipe.execute()
         groups = tuple(group for group, count in zip(groups, counts, strict=True) if count)
     for group in groups:
@@ -277,11 +281,11 @@ async def _group_has_members(group: str) -> bool:
         return False
     if isinstance(layer, InMemoryChannelLayer):  # the embedded server: one process
         return bool(layer.groups.get(group))
-    if not isinstance(layer, RedisChannelLayer):
+    if not channels_redis.is_redis_layer(layer):
         return True  # a layer whose membership we cannot read (pubsub): assume someone
-    connection = layer.connection(layer.consistent_hash(group))
-    since = int(time.time()) - layer.group_expiry
-    return await connection.zcount(layer._group_key(group), since, "+inf") > 0
+    connection = channels_redis.group_connection(layer, group)
+    since = channels_redis.live_since(layer)
+    return await connection.zcount(channels_redis.group_key(layer, group), since, "+inf") > 0
 
 
 def groups_listened(groups: list[str]) -> bool:
@@ -319,14 +323,14 @@ def thread_stream_listened(thread_id: Any) -> bool:
     layer = get_channel_layer()
     if (
         eventlog.enabled()
-        and isinstance(layer, RedisChannelLayer)
-        and layer.ring_size == 1
-        and layer.hosts[0].get("address") == settings.REDIS_URL
+        and channels_redis.is_redis_layer(layer)
+        and channels_redis.layer_address(layer) == settings.REDIS_URL
     ):
         # The layer's Redis is the event log's: ask both in one round trip from this
         # thread, rather than through the publisher's loop and again for the log.
-        since = int(time.time()) - layer.group_expiry
-        return eventlog.stream_listened(layer._group_key(group), since, thread_id)
+        since = channels_redis.live_since(layer)
+        key = channels_redis.group_key(layer, group)
+        return eventlog.stream_listened(key, since, thread_id)
     if _expected.get(str(thread_id), 0.0) > time.monotonic():
         return True
     # A resumable stream's client may be reconnecting (a web restart): keep its events.

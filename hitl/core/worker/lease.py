@@ -18,11 +18,15 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import contract
-from hitl.core import audit, confcache, events, pgpaths, quorum, rules
+from hitl.core import audit
+from hitl.core.access import confcache
+from hitl.core.access.permissions import default_reviewer_group, group_named, group_policy
+from hitl.core.db import statements
+from hitl.core.db.retry import retry_transient
+from hitl.core.decisions import quorum, rules
+from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, Run, Thread
-from hitl.core.retry import retry_transient
-from hitl.core.selectors import default_reviewer_group, group_named, group_policy
-from hitl.core.services import _announce_thread
+from hitl.core.runs.start import announce_thread
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,8 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
     nothing to do, or (None, seconds) when another worker holds a live lease."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
-    if pgpaths.available():
-        run = pgpaths.run_claim(
+    if statements.available():
+        run = statements.run_claim(
             run_id=run_id,
             worker=worker,
             now=now,
@@ -193,7 +197,7 @@ def _expiry_fields(value: Any, request: contract.Request, group: Group, now) -> 
     return fields
 
 
-def _lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
+def lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
     """Lock a run's thread, then the run.
 
     Thread first, like every service that changes a thread (decide, cancel, start):
@@ -229,10 +233,10 @@ def run_finish(
     thread_status = Thread.Status.INTERRUPTED if interrupts else Thread.Status.DONE
     # On PostgreSQL one statement locks, checks and marks the end (and, with nothing
     # paused, appends its audit event); elsewhere the ORM does it below.
-    marked = pgpaths.available() and thread_id is not None
+    marked = statements.available() and thread_id is not None
     with confcache.fresh(), transaction.atomic():
         if marked:
-            locked = pgpaths.run_finish_mark(
+            locked = statements.run_finish_mark(
                 run_id=run_id,
                 thread_id=thread_id,
                 worker=worker,
@@ -246,7 +250,7 @@ def run_finish(
                 return None  # cancelled, or another worker took over: its outcome counts
             thread, run = locked
         else:
-            thread, run = _lock_thread_and_run(run_id, thread_id)
+            thread, run = lock_thread_and_run(run_id, thread_id)
             if (
                 thread is None
                 or run is None
@@ -299,7 +303,7 @@ def run_finish(
                     )
         if marked:
             # The rows, their audit events and the run's in one statement.
-            inserted = pgpaths.interrupts_insert(
+            inserted = statements.interrupts_insert(
                 rows=created,
                 summaries=[audit.interrupt_created_data(row) for row in created],
                 run=run,
@@ -361,7 +365,7 @@ def run_finish(
             )
         # Announced first after the commit: the waiting client is answered before the
         # inbox rows are rendered and notifications are queued.
-        _announce_thread(thread, run_end, run_ended=True)
+        announce_thread(thread, run_end, run_ended=True)
         for row in created:
             transaction.on_commit(
                 lambda row=row: events.publish_interrupt_changed(
@@ -379,7 +383,7 @@ def run_finish(
 def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
     """Record a failed run; the thread shows the error until a new run starts."""
     with transaction.atomic():
-        thread, run = _lock_thread_and_run(run_id)
+        thread, run = lock_thread_and_run(run_id)
         if (
             thread is None
             or run is None
@@ -404,5 +408,5 @@ def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
         thread.status = Thread.Status.ERROR
         thread.save(update_fields=["status", "updated_at"])
         events.emit_run_ended(run)
-        _announce_thread(thread, run_ended=True)
+        announce_thread(thread, run_ended=True)
     return run

@@ -1,222 +1,30 @@
-"""State changes. Each one locks, mutates, and announces after commit."""
+"""Record answers: every decision, whoever gives it (reviewer, rule, expiry, bulk, API),
+goes through here; the thread resumes once every interrupt of its run is answered."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
 from agents import contract
-from hitl import logcontext
-from hitl.core import audit, claims, dispatch, events, pgpaths, quorum
-from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, check_storable
+from hitl.core import audit
+from hitl.core.access.permissions import user_can_review, user_can_view_thread
+from hitl.core.db import statements
+from hitl.core.db.retry import retry_transient
+from hitl.core.decisions import claims, quorum
+from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
+from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Run, Thread
-from hitl.core.registry import registry
-from hitl.core.retry import retry_transient
-from hitl.core.selectors import (
-    user_can_cancel_thread,
-    user_can_review,
-    user_can_run_thread,
-    user_can_view_thread,
-)
+from hitl.core.runs import dispatch
+from hitl.core.runs.start import announce_thread, enqueue_on_commit
 
 log = logging.getLogger(__name__)
-
-
-# --- threads and runs -------------------------------------------------------------
-
-
-def _announce_thread(
-    thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
-) -> None:
-    """Tell every listener of the thread its new status once the change commits.
-
-    `run_ended` marks the announcement of a run's end (its waiters then read it even
-    when a rule already queued the next run and the thread is busy again).
-    """
-    status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
-    transaction.on_commit(
-        lambda: events.publish_thread_changed(
-            thread_id=thread_id,
-            status=status,
-            requester_id=requester_id,
-            run_end=run_end,
-            run_ended=run_ended,
-        )
-    )
-
-
-def _enqueue(run: Run) -> None:
-    """Send the run once the transaction commits. The caller has stamped the run's
-    dispatched_at; a send that fails clears it, so the reaper re-sends it soon."""
-    run_id, thread_id = run.pk, run.thread_id
-
-    def send() -> None:
-        # The task message carries these ids into the worker's log lines.
-        with logcontext.bound(thread_id=thread_id, run_id=run_id):
-            dispatch.enqueue_run(run_id)
-
-    transaction.on_commit(send)
-
-
-@retry_transient
-def run_start(
-    *,
-    graph: str,
-    input: Any,
-    user,
-    thread: Thread | None = None,
-    title: str = "",
-    reviewer_group: Group | None = None,
-    metadata: dict[str, Any] | None = None,
-    run_metadata: dict[str, Any] | None = None,
-    webhook: str = "",
-    checkpoint_id: str = "",
-    stream_modes: list[str] | None = None,
-    stream_subgraphs: bool = False,
-    thread_locked: bool = False,
-) -> Run:
-    """Start a run: on a new thread, or on an existing idle/done/error thread.
-
-    A thread that has never run takes the run's graph (one created by the API first).
-    With `checkpoint_id` the run goes on from that earlier checkpoint of the thread (an
-    empty input continues it; an input is applied to its state), forking its history.
-    `thread_locked`: the caller read `thread` with select_for_update in its own
-    transaction, so it is current and is not read again.
-    """
-    if graph not in registry.targets:
-        raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
-    if input is None:
-        input = {}
-    if not isinstance(input, dict):
-        raise Invalid("Run input must be a JSON object.")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise Invalid("Thread metadata must be a JSON object.")
-    check_storable(input, "Run input")
-    check_storable(metadata, "Thread metadata")
-    check_storable(title, "The title")
-    # Checked before the transaction: a refusal leaves a caller's transaction usable.
-    # (A thread the user cannot even view stays a 404, below.)
-    if (
-        thread is not None
-        and user_can_view_thread(user, thread)
-        and not user_can_run_thread(user, thread)
-    ):
-        raise Forbidden(
-            "Only the thread's requester (or a user with the hitl.run_any_thread "
-            "permission) can start a run on it."
-        )
-    # No savepoint: inside a caller's transaction a failure here undoes all of it anyway.
-    with transaction.atomic(savepoint=False):
-        new_thread = thread is None
-        if thread is None:
-            thread = Thread.objects.create(
-                graph=graph,
-                title=(title or graph)[:200],
-                requester=user if user and user.is_authenticated else None,
-                reviewer_group=reviewer_group,
-                metadata=metadata or {},
-                status=Thread.Status.BUSY,
-            )
-        run = Run(
-            thread=thread,
-            kind=Run.Kind.START,
-            input=input,
-            metadata=run_metadata or {},
-            webhook=webhook,
-            checkpoint_id=checkpoint_id or "",
-            stream_modes=stream_modes or [],
-            stream_subgraphs=stream_subgraphs,
-            created_by=user if user and user.is_authenticated else None,
-            dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
-        )
-        if new_thread:
-            run.save(force_insert=True)
-        else:
-            if not thread_locked:
-                thread = Thread.objects.select_for_update().get(pk=thread.pk)
-                run.thread = thread
-            if not user_can_view_thread(user, thread):
-                raise NotFound("No such thread.")
-            if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
-                raise Conflict(
-                    f"The thread is {thread.status}; answer or cancel it before starting a new run."
-                )
-            # A thread that has never run takes the run's graph; one that ran keeps its own.
-            bound, was = thread.graph, thread.status
-            thread.graph, thread.status = graph, Thread.Status.BUSY
-            if pgpaths.available():
-                # The thread's change and the run's insert in one statement.
-                started = pgpaths.run_insert_with_thread(
-                    run=run,
-                    thread=thread,
-                    fields=["graph", "status", "updated_at"],
-                    only_if_no_runs=bound != graph,
-                )
-            else:
-                started = bound == graph or not thread.runs.exists()
-                if started:
-                    thread.save(update_fields=["graph", "status", "updated_at"])
-                    run.save(force_insert=True)
-            if not started:
-                thread.graph, thread.status = bound, was
-                raise Invalid(f"This thread runs graph {bound!r}, not {graph!r}.")
-        _announce_thread(thread)
-        _enqueue(run)
-    return run
-
-
-@retry_transient
-def thread_cancel(*, thread: Thread, user) -> Thread:
-    """Cancel pending interrupts and in-flight runs; a running run stops at its next step."""
-    with transaction.atomic():
-        thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        if not user_can_cancel_thread(user, thread):
-            raise Forbidden(
-                "Only the thread's requester (or a user with the hitl.review_all or "
-                "hitl.change_thread permission) can cancel it."
-            )
-        now = timezone.now()
-        pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
-        active = list(thread.runs.active().values_list("pk", "status"))
-        thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
-        # Decisions under their grace period stay recorded, but never resume a cancelled thread.
-        thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
-        thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
-        audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
-        for pk, _ in pending:
-            audit.audit_record(
-                kind=audit.Kind.INTERRUPT_CANCELLED, thread=thread, interrupt_id=pk, actor=user
-            )
-        for pk, status in active:
-            audit.audit_record(
-                kind=audit.Kind.RUN_CANCELLED,
-                thread=thread,
-                run_id=pk,
-                actor=user,
-                data={"was": status},
-            )
-        thread.status = Thread.Status.IDLE
-        thread.save(update_fields=["status", "updated_at"])
-        for pk, group_id in pending:
-            transaction.on_commit(
-                lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
-                    thread_id=thread.pk,
-                    interrupt_id=pk,
-                    reviewer_group_id=group_id,
-                    status="cancelled",
-                )
-            )
-        _announce_thread(thread)
-    return thread
-
-
-# --- deciding ---------------------------------------------------------------------
 
 
 def interrupt_rows_for_update(thread_id: Any):
@@ -228,7 +36,7 @@ def interrupt_rows_for_update(thread_id: Any):
     )
 
 
-def _request_of(row: HumanInterrupt) -> contract.Request:
+def request_of(row: HumanInterrupt) -> contract.Request:
     _, requests = contract.requests_for(row.raw_value, row.response_schema)
     request = requests[row.position] if row.position < len(requests) else requests[0]
     # The row is the source of truth for what is allowed (admins may have changed it).
@@ -246,7 +54,102 @@ ANSWER_FIELDS = [
     "responded_by",
     "responded_at",
     "undo_until",
+    "decided_by_rule",
 ]
+_NOT_EXPIRED = object()
+
+
+@dataclass
+class Answer:
+    """What recording one answer did."""
+
+    row: HumanInterrupt
+    # The resume run it queued (it completed its run's set of answers), or None.
+    resume_run: Run | None = None
+    # Four-eyes: the approvals so far, when this one did not complete the quorum.
+    progress: quorum.Verdict | None = None
+
+
+def answer_record(
+    *,
+    thread: Thread,
+    row: HumanInterrupt,
+    response_type: str,
+    args: Any,
+    user=None,
+    rule=None,
+    expired_by: Any = _NOT_EXPIRED,
+    grace: float = 0,
+    approval_round: int | None = None,
+    siblings: list[HumanInterrupt] | None = None,
+    run_fields: dict[str, Any] | None = None,
+    announce: bool = True,
+    at: datetime | None = None,
+) -> Answer:
+    """Record an answer to a pending row: every answer, whoever gives it, comes here.
+
+    Inside the caller's transaction, with the thread and `row` locked and `args`
+    already checked against the row's config and schema. Who answered: a reviewer
+    (`user`), a decision rule (`rule`), or the item's expiry (`expired_by`: the operator
+    who expired it, or None for the system). Counts toward four-eyes, stores the answer
+    with its audit event, announces it after commit and queues the resume once every
+    interrupt of the run is answered. `at`: when it counts as answered (default: now).
+    """
+    expired = expired_by is not _NOT_EXPIRED
+    if row.approvals_required > 1 and not expired:
+        verdict = quorum.approval_record(
+            thread=thread,
+            row=row,
+            user=user,
+            rule=rule,
+            response_type=response_type,
+            args=args,
+            seen_round=approval_round,
+        )
+        if not verdict.resolve:
+            return Answer(row=row, progress=verdict)
+        response_type, args = verdict.response_type, verdict.args
+    row.status = HumanInterrupt.Status.EXPIRED if expired else HumanInterrupt.Status.RESOLVED
+    row.response_type = response_type
+    row.response_args = args
+    row.responded_by = user
+    row.responded_at = at or timezone.now()
+    row.undo_until = row.responded_at + timedelta(seconds=grace) if grace else None
+    row.decided_by_rule = rule.label if rule is not None else ""
+    data = audit.answer_data(row)
+    if grace:
+        data["grace_seconds"] = grace
+    if rule is not None:
+        data.update({"rule": rule.name, "rule_version": rule.version})
+    if expired:
+        data["automatic"] = True
+    event = audit.audit_event(
+        kind=audit.Kind.INTERRUPT_EXPIRED if expired else audit.Kind.INTERRUPT_ANSWERED,
+        thread=thread,
+        interrupt=row,
+        run_id=row.run_id if expired else None,
+        actor=expired_by if expired else user,
+        data=data,
+    )
+    statements.save_with_audit(row, ANSWER_FIELDS, event)
+    if grace:
+        pk = row.pk
+        transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))
+    if announce:
+        status, responded_by = row.status, user.get_username() if user is not None else None
+        transaction.on_commit(
+            lambda: events.publish_interrupt_changed(
+                thread_id=thread.pk,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
+                status=status,
+                responded_by=responded_by,
+            )
+        )
+    resume_run = resume_when_answered(
+        thread=thread, row=row, user=user, run_fields=run_fields, siblings=siblings
+    )
+    return Answer(row=row, resume_run=resume_run)
 
 
 @retry_transient
@@ -264,12 +167,12 @@ def interrupt_resolve(
     lenient: bool = False,
     respect_claim: bool = False,
     locked: tuple[Thread, HumanInterrupt, list[HumanInterrupt]] | None = None,
-) -> HumanInterrupt:
+) -> Answer:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
     A caller that already knows the row's thread passes `thread_id` (one read less);
     `run_fields` (metadata, webhook) go into the resume run if this answer creates it.
-    The returned row's `resume_run` is that run, or None. `savepoint=False` is for a
+    Returns the Answer: its row, and the resume run it queued. `savepoint=False` is for a
     caller whose own transaction rolls back whole on any error (two statements less).
 
     With `grace` (seconds) the answer is stored and counts as given at once, but the
@@ -327,61 +230,22 @@ def interrupt_resolve(
             claims.claim_refusal(row, user)
         try:
             normalized = contract.check_response(
-                _request_of(row), response_type, args, lenient=lenient
+                request_of(row), response_type, args, lenient=lenient
             )
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
-        if row.approvals_required > 1:
-            verdict = quorum.approval_record(
-                thread=thread,
-                row=row,
-                user=user,
-                response_type=response_type,
-                args=normalized,
-                seen_round=approval_round,
-            )
-            if not verdict.resolve:
-                row.resume_run = None
-                row.approval_progress = verdict
-                return row
-            response_type, normalized = verdict.response_type, verdict.args
-        row.status = HumanInterrupt.Status.RESOLVED
-        row.response_type = response_type
-        row.response_args = normalized
-        row.responded_by = user
-        row.responded_at = timezone.now()
-        row.undo_until = row.responded_at + timedelta(seconds=grace) if grace else None
-        data = audit.answer_data(row)
-        if grace:
-            data["grace_seconds"] = grace
-        answered = audit.audit_event(
-            kind=audit.Kind.INTERRUPT_ANSWERED,
+        answer = answer_record(
             thread=thread,
-            interrupt=row,
-            actor=user,
-            data=data,
+            row=row,
+            response_type=response_type,
+            args=normalized,
+            user=user,
+            grace=grace,
+            approval_round=approval_round,
+            siblings=siblings,
+            run_fields=run_fields,
         )
-        if pgpaths.available():  # the answer and its audit event in one statement
-            pgpaths.save_with_audit(row, ANSWER_FIELDS, answered)
-        else:
-            row.save(update_fields=ANSWER_FIELDS)
-            answered.save()
-        if grace:
-            pk = row.pk
-            transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))
-        transaction.on_commit(
-            lambda: events.publish_interrupt_changed(
-                thread_id=thread.pk,
-                interrupt_id=row.pk,
-                reviewer_group_id=row.reviewer_group_id,
-                status=row.status,
-                responded_by=user.get_username(),
-            )
-        )
-        row.resume_run = _resume_when_answered(
-            thread=thread, row=row, user=user, run_fields=run_fields, siblings=siblings
-        )
-    return row
+    return answer
 
 
 @retry_transient
@@ -467,7 +331,7 @@ def interrupt_release(*, interrupt_id: Any, now=None) -> Run | None:
             or thread.status != Thread.Status.INTERRUPTED
         ):
             return None
-        return _resume_when_answered(thread=thread, row=row, user=row.responded_by)
+        return resume_when_answered(thread=thread, row=row, user=row.responded_by)
 
 
 def interrupt_release_due(*, now=None, limit: int = 200) -> int:
@@ -490,7 +354,7 @@ def _answered(row: HumanInterrupt) -> bool:
     )
 
 
-def _resume_when_answered(
+def resume_when_answered(
     *,
     thread: Thread,
     row: HumanInterrupt,
@@ -541,35 +405,19 @@ def _resume_when_answered(
         **fields,
     )
     thread.status = Thread.Status.BUSY
-    if pgpaths.available():  # the thread (locked above) and the run in one statement
-        if not pgpaths.run_insert_with_thread(
+    if statements.available():  # the thread (locked above) and the run in one statement
+        if not statements.run_insert_with_thread(
             run=run, thread=thread, fields=["status", "updated_at"]
         ):
             raise NotFound("No such thread.")
     else:
         run.save(force_insert=True)
         thread.save(update_fields=["status", "updated_at"])
-    _announce_thread(thread)
-    _enqueue(run)
+    announce_thread(thread)
+    enqueue_on_commit(run)
     return run
 
 
 def _resume_value(rows: list[HumanInterrupt]) -> Any:
-    answers = [(_request_of(r), r.response_type, r.response_args) for r in rows]
+    answers = [(request_of(r), r.response_type, r.response_args) for r in rows]
     return contract.resume_value(rows[0].kind, rows[0].raw_value, answers)
-
-
-__all__ = [
-    "Conflict",
-    "check_storable",
-    "Forbidden",
-    "Invalid",
-    "NotFound",
-    "ServiceError",
-    "interrupt_release",
-    "interrupt_release_due",
-    "interrupt_resolve",
-    "interrupt_undo",
-    "run_start",
-    "thread_cancel",
-]

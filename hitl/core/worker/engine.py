@@ -29,6 +29,7 @@ from django.db import connection
 
 from agents.checkpoint import aclose_checkpointers, aget_checkpointer
 from hitl.core.errors import is_transient
+from hitl.core.worker import lease
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +179,6 @@ class Leases:
             return len(self._held)
 
     def _tick(self) -> None:
-        from hitl.core import runs
-
         last_renewal = time.monotonic()
         while True:
             time.sleep(self.CHECK_INTERVAL)
@@ -194,7 +193,7 @@ class Leases:
             for hold in holds:
                 owners.setdefault(hold.worker, []).append(hold.run_id)
             try:
-                current = runs.leases_keep(owners=owners, renew=renew)
+                current = lease.leases_keep(owners=owners, renew=renew)
             except Exception as exc:
                 if not is_transient(exc):
                     log.exception("keeping run leases failed")

@@ -20,11 +20,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from channels_redis.core import RedisChannelLayer
 from django.db import close_old_connections
 
-from hitl.core import events
+from hitl.compat import channels_redis
 from hitl.core.errors import Unavailable, is_transient
+from hitl.core.live import events
 from hitl.core.models import Run, Thread
 
 log = logging.getLogger(__name__)
@@ -125,12 +125,8 @@ class _Hub:
     async def _join(self, group: str) -> None:
         """The layer's group_add in one round trip (channels_redis spends two)."""
         layer = self.layer
-        if isinstance(layer, RedisChannelLayer):
-            key = layer._group_key(group)
-            pipe = layer.connection(layer.consistent_hash(group)).pipeline(transaction=False)
-            pipe.zadd(key, {self.channel: time.time()})
-            pipe.expire(key, layer.group_expiry)
-            await pipe.execute()
+        if channels_redis.is_redis_layer(layer):
+            await channels_redis.group_join(layer, group, self.channel)
         else:
             await layer.group_add(group, self.channel)
 

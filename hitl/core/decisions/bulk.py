@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hitl.core import services
+from hitl.core import decisions
 from hitl.core.errors import Conflict, Invalid, ServiceError
 from hitl.core.models import HumanInterrupt
 
@@ -72,7 +72,7 @@ def interrupt_bulk_decide(
             )
             continue
         try:
-            services.interrupt_resolve(
+            decisions.interrupt_resolve(
                 interrupt_id=pk,
                 user=user,
                 response_type=response_type,

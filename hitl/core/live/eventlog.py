@@ -11,32 +11,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any
 
-from django.conf import settings
+from hitl.core.live import redis
 
 log = logging.getLogger(__name__)
 
 TTL_SECONDS = 3600
 MAX_ENTRIES = 5000
-_clients: dict[int, Any] = {}
 
 
-def enabled() -> bool:
-    return bool(settings.REDIS_URL)
-
-
-def _client() -> Any:
-    import redis
-
-    pid = os.getpid()
-    if pid not in _clients:
-        _clients.clear()
-        _clients[pid] = redis.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=5
-        )
-    return _clients[pid]
+enabled = redis.enabled
 
 
 def _key(thread_id: Any) -> str:
@@ -56,7 +41,7 @@ def expect_listener(thread_id: Any, seconds: float) -> bool:
     if not enabled():
         return False
     try:
-        _client().set(_expected_key(thread_id), "1", px=int(seconds * 1000))
+        redis.client().set(_expected_key(thread_id), "1", px=int(seconds * 1000))
     except Exception as exc:  # the page then gets the run's events from its next step
         log.warning("could not mark thread %s as watched: %s", thread_id, exc)
     return True
@@ -67,7 +52,7 @@ def append(thread_id: Any, event: dict[str, Any]) -> str | None:
     if not enabled():
         return None
     try:
-        client = _client()
+        client = redis.client()
         key = _key(thread_id)
         entry = client.xadd(key, {"e": json.dumps(event)}, maxlen=MAX_ENTRIES, approximate=True)
         client.expire(key, TTL_SECONDS)
@@ -81,7 +66,7 @@ def read_from(thread_id: Any, entry_id: str) -> list[tuple[str, dict[str, Any]]]
     """The logged events from `entry_id` (inclusive) on, oldest first."""
     if not enabled() or not is_entry_id(entry_id):
         return []
-    rows = _client().xrange(_key(thread_id), min=entry_id, max="+")
+    rows = redis.client().xrange(_key(thread_id), min=entry_id, max="+")
     return [(_text(entry), _event(fields)) for entry, fields in rows]
 
 
@@ -89,7 +74,7 @@ def read_back(thread_id: Any, entry_id: str, count: int) -> list[tuple[str, dict
     """Up to `count` logged events up to `entry_id` (inclusive), newest first."""
     if not enabled() or not is_entry_id(entry_id):
         return []
-    rows = _client().xrevrange(_key(thread_id), max=entry_id, min="-", count=count)
+    rows = redis.client().xrevrange(_key(thread_id), max=entry_id, min="-", count=count)
     return [(_text(entry), _event(fields)) for entry, fields in rows]
 
 
@@ -116,7 +101,7 @@ def mark_resumable(thread_id: Any, run_id: Any, modes: list[str]) -> None:
     and remember the stream modes a reconnect (a GET without them) should get."""
     if not enabled():
         return
-    client = _client()
+    client = redis.client()
     client.set(_resumable_key(thread_id), "1", ex=TTL_SECONDS)
     client.set(f"hitl:streammodes:{run_id}", json.dumps(modes), ex=TTL_SECONDS)
 
@@ -126,7 +111,7 @@ def stream_listened(group_key: Any, since: int, thread_id: Any) -> bool:
     or the thread has a resumable stream or a page about to open: one round trip. When
     unsure: yes."""
     try:
-        pipe = _client().pipeline(transaction=False)
+        pipe = redis.client().pipeline(transaction=False)
         pipe.zcount(group_key, since, "+inf")
         pipe.exists(_resumable_key(thread_id), _expected_key(thread_id))
         members, marks = pipe.execute()
@@ -139,7 +124,7 @@ def is_resumable(thread_id: Any) -> bool:
     if not enabled():
         return False
     try:
-        return bool(_client().exists(_resumable_key(thread_id), _expected_key(thread_id)))
+        return bool(redis.client().exists(_resumable_key(thread_id), _expected_key(thread_id)))
     except Exception:
         return True  # when unsure, keep streaming (as groups_listened does)
 
@@ -147,5 +132,5 @@ def is_resumable(thread_id: Any) -> bool:
 def saved_modes(run_id: Any) -> list[str] | None:
     if not enabled():
         return None
-    raw = _client().get(f"hitl:streammodes:{run_id}")
+    raw = redis.client().get(f"hitl:streammodes:{run_id}")
     return json.loads(raw) if raw else None

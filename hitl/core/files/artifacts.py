@@ -9,8 +9,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agents.paths import FileAccessError, parse_virtual
-from hitl.core import events
-from hitl.core.files import StorageThreadFiles, thread_files
+from hitl.core.files.storage import StorageThreadFiles, thread_files
+from hitl.core.live import events
 from hitl.core.models import Artifact, Run, Thread
 
 log = logging.getLogger(__name__)

@@ -6,25 +6,31 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celery import current_app
 from django.conf import settings
 from django.db import close_old_connections
-from django.utils.module_loading import import_string
 
 from hitl.core.errors import is_transient
+from hitl.core.models import Run
 
 log = logging.getLogger(__name__)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-# By name: the runner imports the services that call this module, and an import
-# here would close that loop (services -> dispatch -> tasks -> services).
+# Celery tasks are sent by their names; the in-process executor and releaser live in
+# rooms above this one and are handed over when the app is ready (hitl/core/apps.py).
 RUN_TASK = "hitl.tasks.run_execute"
-RUNNER = "hitl.core.tasks.execute_run"
+_local: dict[str, Callable[..., Any]] = {}
+
+
+def use_local(*, run: Callable[..., Any], release: Callable[..., Any]) -> None:
+    """Name what runs a run and releases a decision when this process executes runs."""
+    _local["run"], _local["release"] = run, release
 
 
 def worker_id() -> str:
@@ -32,7 +38,7 @@ def worker_id() -> str:
 
 
 def _inprocess(run_id: Any) -> None:
-    execute_run = import_string(RUNNER)
+    execute_run = _local["run"]
     close_old_connections()
     try:
         _, retry_after = execute_run(str(run_id), worker=f"inprocess-{worker_id()}")
@@ -53,8 +59,6 @@ def enqueue_run(run_id: Any) -> None:
     successful send costs no write. A failed send is logged, not raised, and clears
     the stamp: the run stays queued in the database and the reaper re-sends it.
     """
-    from hitl.core.models import Run
-
     executor = settings.HITL_EXECUTOR
     if executor == "manual":  # the caller drives runs itself (scripts, tests)
         return
@@ -76,7 +80,7 @@ def enqueue_run(run_id: Any) -> None:
     with _pool_lock:
         if _pool is None:
             # Each thread waits while its run streams on the process's run engine
-            # (hitl/core/engine.py): as many runs in flight as threads.
+            # (hitl/core/worker/engine.py): as many runs in flight as threads.
             _pool = ThreadPoolExecutor(
                 max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run"
             )
@@ -107,11 +111,8 @@ def schedule_release(interrupt_id: Any, seconds: float) -> None:
     timer.start()
 
 
-RELEASER = "hitl.core.services.interrupt_release"  # by name, like RUNNER
-
-
 def _release_inprocess(interrupt_id: Any) -> None:
-    interrupt_release = import_string(RELEASER)
+    interrupt_release = _local["release"]
     close_old_connections()
     try:
         interrupt_release(interrupt_id=interrupt_id)

@@ -14,10 +14,11 @@ import logging
 from typing import Any
 
 import celpy
-from django.utils import timezone
 from lark import Token, Tree
 
-from hitl.core import audit, confcache, quorum
+from hitl.core import audit
+from hitl.core.access import confcache
+from hitl.core.decisions.answer import answer_record
 from hitl.core.models import DecisionRule, HumanInterrupt, RuleHit, Thread
 
 log = logging.getLogger(__name__)
@@ -240,36 +241,14 @@ def rules_apply(*, thread: Thread, rows: list[HumanInterrupt]) -> None:
 
 
 def _decide(*, thread: Thread, row: HumanInterrupt, rule: DecisionRule) -> bool:
-    """Make the rule's decision on the row; True when the row is resolved by it."""
-    from hitl.core.services import _resume_when_answered
-
+    """Make the rule's decision on the row; True when the rule answered it (with four-eyes,
+    its one approval counts and people give the rest)."""
     response_type = OUTCOME_TYPE[rule.outcome]
     args: Any = None
     if response_type == "response":
         args = rule.response_text or f"Answered by rule {rule.label}."
-    if row.approvals_required > 1:
-        verdict = quorum.approval_record(
-            thread=thread, row=row, response_type=response_type, args=args, rule=rule
-        )
-        if not verdict.resolve:
-            return True  # its one approval is in; people give the rest
-        response_type, args = verdict.response_type, verdict.args
-    row.status = HumanInterrupt.Status.RESOLVED
-    row.response_type = response_type
-    row.response_args = args
-    row.responded_at = timezone.now()
-    row.decided_by_rule = rule.label
-    row.save(
-        update_fields=[
-            "status",
-            "response_type",
-            "response_args",
-            "responded_at",
-            "decided_by_rule",
-        ]
+    # The pause that made the row announces it with its new status (run_finish).
+    answer_record(
+        thread=thread, row=row, response_type=response_type, args=args, rule=rule, announce=False
     )
-    data = audit.answer_data(row)
-    data.update({"rule": rule.name, "rule_version": rule.version})
-    audit.audit_record(kind=audit.Kind.INTERRUPT_ANSWERED, thread=thread, interrupt=row, data=data)
-    _resume_when_answered(thread=thread, row=row, user=None)
     return True

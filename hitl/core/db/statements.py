@@ -393,9 +393,14 @@ def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
 
 
 def save_with_audit(obj: Model, fields: list[str], event: AuditEvent) -> bool:
-    """Save `fields` of `obj` (locked by the caller) and append `event`, in one statement:
-    what `obj.save(update_fields=fields)` then `event.save()` do. Returns whether the row
-    was there to update; the event is appended only then."""
+    """Save `fields` of `obj` (locked by the caller) and append `event`: what
+    `obj.save(update_fields=fields)` then `event.save()` do, in one statement on
+    PostgreSQL. Returns whether the row was there to update; the event is appended only
+    then."""
+    if not available():
+        obj.save(update_fields=fields)  # the caller's lock keeps the row there
+        event.save()
+        return True
     opts = type(obj)._meta
     params: dict[str, Any] = {"pk": obj.pk}
     sets = []

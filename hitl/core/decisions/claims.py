@@ -16,10 +16,11 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from hitl.core import audit, events
+from hitl.core import audit
+from hitl.core.access.permissions import user_can_review
 from hitl.core.errors import Conflict, Invalid, NotFound
+from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, InterruptClaim, InterruptSnooze
-from hitl.core.selectors import user_can_review
 
 MAX_SNOOZE = timedelta(days=30)
 

@@ -13,10 +13,11 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from hitl.core import audit, events
+from hitl.core import audit
+from hitl.core.access.permissions import group_policy
 from hitl.core.errors import Conflict, Forbidden
+from hitl.core.live import events
 from hitl.core.models import Approval, HumanInterrupt, Thread
-from hitl.core.selectors import group_policy
 
 MAX_APPROVALS = 20
 

@@ -1,0 +1,58 @@
+"""kombu's Redis QoS, kept from killing a worker whose broker connection went away.
+
+After a lost broker connection Celery 5.7 / kombu 5.7 still ack (and restore) through
+the old channel, whose transport it already dropped; the AttributeError kills the
+worker ("Unrecoverable error"). Such an ack has nothing to reach: the message lives in
+the old connection's unacked set, comes back after the visibility timeout and is then
+skipped because its run is finished. So only the local bookkeeping is done, and the
+reaper covers anything left behind. Written against kombu 5.7 (tests/compat pins it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+VERSION = "5.7"
+
+
+def _transport_gone(qos: Any) -> bool:
+    transport = getattr(qos.channel, "connection", None)
+    return transport is None or getattr(transport, "client", None) is None
+
+
+def guard_stale_channels() -> None:
+    """Patch kombu's Redis QoS once: acks on a dropped transport become local only."""
+    try:
+        from kombu.transport import redis as kombu_redis
+        from kombu.transport import virtual
+    except ImportError:
+        return
+    qos = kombu_redis.QoS
+    if getattr(qos, "_hitl_guarded", False):
+        return
+
+    def ack(self, delivery_tag):
+        if _transport_gone(self):
+            log.warning("broker connection gone: ack of %s left to the reaper", delivery_tag)
+            return virtual.QoS.ack(self, delivery_tag)
+        return original_ack(self, delivery_tag)
+
+    def reject(self, delivery_tag, requeue=False):
+        if _transport_gone(self):
+            log.warning("broker connection gone: reject of %s left to the reaper", delivery_tag)
+            return virtual.QoS.ack(self, delivery_tag)
+        return original_reject(self, delivery_tag, requeue=requeue)
+
+    def restore_unacked_once(self, stderr=None):
+        if _transport_gone(self):
+            log.warning("broker connection gone: unacked messages left to the reaper")
+            return None
+        return original_restore(self, stderr)
+
+    original_ack, original_reject = qos.ack, qos.reject
+    original_restore = qos.restore_unacked_once
+    qos.ack, qos.reject, qos.restore_unacked_once = ack, reject, restore_unacked_once
+    qos._hitl_guarded = True

@@ -1,0 +1,106 @@
+"""Each patch in hitl/compat holds for the version it was written against.
+
+The version checks fail on an upgrade on purpose: read the new release's code for the
+internals named here, adjust the patch, then move its VERSION.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from importlib.metadata import version
+
+import pytest
+from channels_redis.core import RedisChannelLayer
+from django.conf import settings
+
+from hitl.compat import channels_redis, daphne, kombu, psycopg_pool
+
+
+def _series(dist: str) -> str:
+    return ".".join(version(dist).split(".")[:2])
+
+
+@pytest.mark.parametrize(
+    "module, dist",
+    [
+        (channels_redis, "channels_redis"),
+        (daphne, "daphne"),
+        (psycopg_pool, "psycopg_pool"),
+        (kombu, "kombu"),
+    ],
+)
+def test_each_patch_names_the_installed_release_series(module, dist):
+    assert _series(dist) == module.VERSION, (
+        f"{dist} {version(dist)} is installed; hitl/compat/{module.__name__.rsplit('.')[-1]}.py "
+        f"was written against {module.VERSION}: re-read its internals and update the patch."
+    )
+
+
+def test_channels_redis_keys_and_connections_are_the_layers_own():
+    async def scenario() -> None:
+        layer = RedisChannelLayer(hosts=["redis://127.0.0.1:6379/15"], prefix="pin")
+        assert channels_redis.is_redis_layer(layer)
+        assert channels_redis.group_key(layer, "g1") == layer._group_key("g1")
+        assert channels_redis.group_key(layer, "g1") != channels_redis.group_key(layer, "g2")
+        assert channels_redis.single_connection(layer) is layer.connection(0)
+        assert channels_redis.layer_address(layer) == "redis://127.0.0.1:6379/15"
+        await layer.close_pools()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.postgres
+def test_a_pipelined_join_is_a_membership_the_layer_sends_to():
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis")
+
+    async def scenario() -> dict:
+        layer = RedisChannelLayer(hosts=[settings.REDIS_URL], prefix="pin")
+        channel = await layer.new_channel()
+        await channels_redis.group_join(layer, "pinned-group", channel)
+        await layer.group_send("pinned-group", {"type": "hello"})
+        message = await asyncio.wait_for(layer.receive(channel), 10)
+        await layer.group_discard("pinned-group", channel)
+        await layer.flush()
+        return message
+
+    assert asyncio.run(scenario()) == {"type": "hello"}
+
+
+def test_daphne_requests_leave_post_bodies_to_django():
+    from daphne import http_protocol
+
+    daphne.raw_request_bodies()
+    daphne.raw_request_bodies()  # idempotent: one subclass, not a chain
+    assert http_protocol.WebRequest.raw_bodies is True
+    assert http_protocol.WebRequest.__mro__[1].__name__ == "WebRequest"
+    assert not getattr(http_protocol.WebRequest.__mro__[1], "raw_bodies", False)
+    params = inspect.signature(http_protocol.WebRequest.__mro__[2].__init__).parameters
+    assert "parsePOSTFormSubmission" in params  # Twisted's Request still takes it
+
+
+def test_psycopg_pool_takes_the_check_it_is_given():
+    from psycopg_pool import ConnectionPool
+
+    def check(conn):
+        return None
+
+    def reset(conn):
+        return None
+
+    pool = ConnectionPool("dbname=none", open=False)
+    psycopg_pool.set_check(pool, check, reset)
+    assert pool._check is check and pool._reset is reset
+
+
+def test_kombu_qos_is_guarded_once_and_keeps_its_methods():
+    from kombu.transport import redis as kombu_redis
+
+    kombu.guard_stale_channels()
+    first = kombu_redis.QoS.ack
+    kombu.guard_stale_channels()
+    assert kombu_redis.QoS.ack is first
+    assert kombu_redis.QoS._hitl_guarded is True
+    for name in ("ack", "reject", "restore_unacked_once"):
+        assert callable(getattr(kombu_redis.QoS, name))
