@@ -44,7 +44,7 @@ from ag_ui.core.events import BaseEvent
 
 from hitl.core.models import HumanInterrupt
 
-# The LangGraph stream modes the worker asks for (hitl/core/tasks.py).
+# The LangGraph stream modes the worker asks for (hitl/core/worker/tasks.py).
 # "tasks" says when a node starts (updates only say when it ended): the page names it.
 STREAM_MODES = ["values", "updates", "messages", "tasks", "custom"]
 NODE_STARTED = "hitl.node_started"

@@ -116,6 +116,9 @@ class Hold:
     def __init__(self, run_id: str, worker: str):
         self.run_id, self.worker = run_id, worker
         self.lost = False
+        # False once the stream ended: the run's end is being recorded (which checks
+        # the lease itself); a lease that ends with it is no cancel.
+        self.streaming = True
         self._task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -208,7 +211,7 @@ class Leases:
             if renew:
                 last_renewal = time.monotonic()
             for hold in holds:
-                if hold.run_id not in current and not hold.lost:
+                if hold.run_id not in current and not hold.lost and hold.streaming:
                     with self._lock:
                         still_held = self._held.get(hold.run_id) is hold
                     if still_held:

@@ -1,6 +1,6 @@
 """The worker side of a run: claim its lease, keep it, record how it ended.
 
-Only hitl/core/tasks.py (and the tests that stand in for a worker) call these; the
+Only hitl/core/worker/tasks.py (and the tests that stand in for a worker) call these; the
 request side (start, decide, cancel) is in services.
 """
 

@@ -27,6 +27,9 @@ from hitl.core.live import agui, events
 from hitl.core.live.agui import jsonable
 from hitl.core.models import Run
 from hitl.core.registry import registry
+
+# The sync saver, for callers that read a run's checkpoints outside the engine's loop.
+from hitl.core.runs.graphs import checkpointer  # noqa: F401
 from hitl.core.worker import lease
 from hitl.core.worker.engine import Hold, engine, leases
 from hitl.core.worker.ledger import ThreadToolLedger
@@ -249,6 +252,8 @@ async def _stream_run(
         raise RuntimeError(
             f"The run took longer than HITL_RUN_TIME_LIMIT ({settings.HITL_RUN_TIME_LIMIT} s)."
         ) from exc
+    finally:
+        hold.streaming = False
 
 
 def _release_connection() -> None:
