@@ -1,4 +1,8 @@
-"""Checkpointer factory: Postgres (pooled, one pool per process) or SQLite."""
+"""Checkpointer factories: Postgres (pooled, one pool per process) or SQLite.
+
+`get_checkpointer` gives the sync saver (request handlers, scripts); `aget_checkpointer`
+the async one the run engine streams graphs with (one per process and event loop).
+"""
 
 from __future__ import annotations
 
@@ -39,6 +43,27 @@ def check_if_idle(conn: Any) -> None:
         ConnectionPool.check_connection(conn)
 
 
+async def amark_returned(conn: Any) -> None:
+    mark_returned(conn)
+
+
+async def acheck_if_idle(conn: Any) -> None:
+    """check_if_idle for the async pool."""
+    from psycopg_pool import AsyncConnectionPool
+
+    returned = getattr(conn, "_hitl_returned", None)
+    if returned is None or time.monotonic() - returned >= CHECK_AFTER_IDLE_SECONDS:
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _pg_conninfo(url: str) -> str:
+    return url.replace("postgresql+psycopg", "postgresql", 1)
+
+
+def _sqlite_path(url: str) -> str:
+    return url[len("sqlite:///") :] if url.startswith("sqlite:///") else ":memory:"
+
+
 def _make(url: str, pool_size: int) -> Any:
     scheme = urlparse(url).scheme
     if scheme.startswith("postgres"):
@@ -47,7 +72,7 @@ def _make(url: str, pool_size: int) -> Any:
         from psycopg_pool import ConnectionPool
 
         pool = ConnectionPool(
-            conninfo=url.replace("postgresql+psycopg", "postgresql", 1),
+            conninfo=_pg_conninfo(url),
             min_size=1,
             max_size=pool_size,
             # Every statement prepared on first use (as langgraph-checkpoint-postgres
@@ -75,7 +100,7 @@ def _make(url: str, pool_size: int) -> Any:
     if scheme == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ":memory:"
+        path = _sqlite_path(url)
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA busy_timeout=20000")
@@ -97,3 +122,106 @@ def get_checkpointer(url: str, pool_size: int = 4) -> Any:
             cached = (pid, _make(url, pool_size))
             _cache[url] = cached
         return cached[1]
+
+
+def _ordered_async_postgres_saver() -> type:
+    from langgraph.checkpoint.base import WRITES_IDX_MAP
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    class OrderedAsyncPostgresSaver(AsyncPostgresSaver):
+        """AsyncPostgresSaver whose task writes reach the database before the checkpoint
+        that follows them, as with the sync saver.
+
+        The stock `aput_writes` serializes on a thread before taking the saver's lock,
+        so the step's checkpoint, submitted after it, gets there first: a worker killed
+        in between then loses writes the sync saver would have kept (and the node runs
+        again). Serialized inline, the writes take the lock first.
+        """
+
+        async def aput_writes(self, config, writes, task_id, task_path=""):
+            query = (
+                self.UPSERT_CHECKPOINT_WRITES_SQL
+                if all(w[0] in WRITES_IDX_MAP for w in writes)
+                else self.INSERT_CHECKPOINT_WRITES_SQL
+            )
+            configurable = config["configurable"]
+            params = self._dump_writes(
+                configurable["thread_id"],
+                configurable["checkpoint_ns"],
+                configurable["checkpoint_id"],
+                task_id,
+                task_path,
+                writes,
+            )
+            async with self._cursor(pipeline=True) as cur:
+                await cur.executemany(query, params)
+
+    return OrderedAsyncPostgresSaver
+
+
+async def _amake(url: str, pool_size: int) -> Any:
+    scheme = urlparse(url).scheme
+    if scheme.startswith("postgres"):
+        import asyncio
+
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+
+        pool = AsyncConnectionPool(
+            conninfo=_pg_conninfo(url),
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            check=acheck_if_idle,
+            reset=amark_returned,
+            open=False,
+        )
+        await pool.open()
+        async with pool.connection() as conn:
+            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
+            while not (await (await conn.execute(lock, (_SETUP_LOCK_ID,))).fetchone())["locked"]:
+                await asyncio.sleep(0.05)
+            try:
+                await AsyncPostgresSaver(conn).setup()
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+        return _ordered_async_postgres_saver()(pool)
+    if scheme == "sqlite":
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        conn = await aiosqlite.connect(_sqlite_path(url))
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA busy_timeout=20000")
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        return saver
+    raise ValueError(f"Unsupported checkpoint URL {url!r} (postgres://… or sqlite:///path).")
+
+
+async def aget_checkpointer(url: str, pool_size: int = 4) -> Any:
+    """The async saver for `url`, made once per event loop (the run engine's own).
+
+    Its pool or connection belongs to the loop that made it: call from that loop only.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    cache = _acache.setdefault(loop, {})
+    if url not in cache:
+        cache[url] = await _amake(url, pool_size)
+    return cache[url]
+
+
+async def aclose_checkpointers() -> None:
+    """Close the async savers of the running loop (its pools, its SQLite connections)."""
+    import asyncio
+
+    for saver in _acache.pop(asyncio.get_running_loop(), {}).values():
+        conn = saver.conn
+        if hasattr(conn, "close"):
+            await conn.close()
+
+
+_acache: dict[Any, dict[str, Any]] = {}

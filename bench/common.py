@@ -75,6 +75,9 @@ class Stack:
         name: str = "bench",
     ):
         bin_dir = Path(sys.executable).parent
+        # Celery reads an explicit `--pool prefork` as its default and takes the
+        # configured pool (HITL_WORKER_POOL) instead: say which one in both places.
+        env = {**env, "HITL_WORKER_POOL": pool}
         out = log.open("wb")  # kept open for the children
         self.procs: list[subprocess.Popen] = []
         self.ports = [free_port() for _ in range(web)]

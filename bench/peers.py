@@ -10,7 +10,7 @@ Systems (--systems):
   floor          the graph + PostgresSaver in this process, no HTTP (database peers_floor)
   langgraph-dev  `langgraph dev` (langgraph-cli[inmem]), in-memory runtime
   aegra          Aegra (aegra-cli) on Postgres (database aegra_bench), no Docker
-  hitl-prod      HITL: 1 daphne + 1 Celery worker (prefork x 2) + Postgres (hitl_peers)
+  hitl-prod      HITL: 1 daphne + 1 Celery worker (threads x 64, one run engine) + Postgres (hitl_peers)
                  + Redis (db 12)
   hitl-embedded  HITL with no DATABASE_URL/REDIS_URL: SQLite in a temp dir, runs in-process
 
@@ -515,8 +515,9 @@ class HitlProd(System):
             log=self.workdir / "hitl-prod.log",
             web=1,
             workers=1,
-            concurrency=2,
-            pool="prefork",
+            # The README's worker: one process on the threads pool, 64 runs in flight.
+            concurrency=64,
+            pool="threads",
             name="peers",
         )
         self.procs = list(self.stack.procs)

@@ -35,3 +35,22 @@ def _log_ready(sender=None, **kwargs) -> None:
         ", ".join(queues) or "default",
         ", ".join(loadable),
     )
+
+
+@signals.task_postrun.connect(weak=False, dispatch_uid="hitl-task-connection-back")
+def _connection_back_to_pool(**kwargs) -> None:
+    """Hand a task thread's pooled database connection back after each task.
+
+    On the threads pool every task thread would otherwise keep the connection its last
+    task took (Celery's Django fixup keeps connections across tasks), and a worker's
+    dozens of threads would hold more than the pool has. Handing it back is cheap: the
+    pool gives it out again without a check within a second.
+    """
+    from django.db import connection
+
+    if (
+        connection.connection is not None
+        and connection.vendor == "postgresql"
+        and not connection.in_atomic_block
+    ):
+        connection.close()

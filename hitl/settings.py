@@ -319,7 +319,11 @@ else:
 # Runs execute on Celery workers when a broker is configured; otherwise in this
 # process, on a small thread pool, off the request path.
 HITL_EXECUTOR = envstr("HITL_EXECUTOR", "celery" if REDIS_URL else "inprocess")
-HITL_INPROCESS_WORKERS = envint("HITL_INPROCESS_WORKERS", 2)
+# Runs one process holds in flight at once: a worker process (its Celery threads pool
+# takes this many messages) and the embedded server alike. A run waiting on a model
+# costs a thread and its graph's state, not a process (see README "Workers").
+HITL_RUNS_PER_WORKER = envint("HITL_RUNS_PER_WORKER", 64)
+HITL_INPROCESS_WORKERS = envint("HITL_INPROCESS_WORKERS", HITL_RUNS_PER_WORKER)
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = None
@@ -341,8 +345,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# Processes per worker container; scale out with more workers (`--scale worker=N`).
-CELERY_WORKER_CONCURRENCY = envint("HITL_WORKER_CONCURRENCY", 2)
+# A worker is one process on Celery's threads pool: each task thread claims a run and
+# waits while it streams on the process's run engine, so a worker holds
+# HITL_RUNS_PER_WORKER runs in flight. Scale out with more workers (`--scale worker=N`,
+# about one per core for CPU-heavy graphs). HITL_WORKER_POOL=prefork with
+# HITL_WORKER_CONCURRENCY=N gives the old layout: N processes, one run each.
+CELERY_WORKER_POOL = envstr("HITL_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = envint(
+    "HITL_WORKER_CONCURRENCY", HITL_RUNS_PER_WORKER if CELERY_WORKER_POOL == "threads" else 2
+)
 # Celery's Django fixup closes (and, with a pool under prefork, tears down) every database
 # connection around each task unless told to reuse them: 4 new Postgres sessions per
 # review cycle. Pooled connections are health-checked before use, so keep them.

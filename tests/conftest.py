@@ -119,6 +119,9 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
     yield
     # Close the checkpointer's connections so the test database can be dropped.
     from agents import checkpoint
+    from hitl.core.worker.engine import engine
+
+    engine.shutdown()
 
     for _, saver in list(checkpoint._cache.values()):
         close = getattr(saver.conn, "close", None)
@@ -152,10 +155,10 @@ def manual_runs(settings, request, monkeypatch):
     from hitl.core.worker.tasks import execute_run
 
     if "transactional_db" not in request.fixturenames:
-        # The run's heartbeat thread reads the run row on its own connection, which
+        # The process's lease thread reads the run rows on its own connection, which
         # cannot see this test's open transaction: it would stop any run longer than
         # one check as "cancelled". Transactional tests keep the real watch.
-        monkeypatch.setattr(tasks._Heartbeat, "CHECK_INTERVAL", 3600.0)
+        monkeypatch.setattr(tasks.leases, "watching", False)
 
     def execute(run) -> str:
         outcome, _ = execute_run(str(getattr(run, "pk", run)), worker="pytest")
@@ -314,8 +317,17 @@ def spawn(args: list[str], env: dict[str, str], log: Path) -> Proc:
 
 
 def start_celery_worker(
-    database_url: str, log: Path, *, name: str, concurrency: int = 2, **extra_env: str
+    database_url: str,
+    log: Path,
+    *,
+    name: str,
+    concurrency: int = 2,
+    pool: str = "prefork",
+    **extra_env: str,
 ) -> Proc:
+    # Celery reads an explicit `--pool prefork` as its default and takes the configured
+    # pool (HITL_WORKER_POOL, threads) instead: say which one in both places.
+    extra_env.setdefault("HITL_WORKER_POOL", pool)
     proc = spawn(
         [
             str(BIN / "celery"),
@@ -327,7 +339,7 @@ def start_celery_worker(
             "-c",
             str(concurrency),
             "--pool",
-            "prefork",
+            pool,
             "-n",
             f"{name}@%h",
             "--without-gossip",

@@ -26,6 +26,18 @@ SERVICE_VARS = (
 @pytest.fixture
 def embedded(tmp_path):
     """Migrate, create the demo reviewer, serve; yields (base URL, token, var dir)."""
+    yield from _serve(tmp_path)
+
+
+@pytest.fixture
+def embedded_async(tmp_path):
+    """The same with the async test graphs registered."""
+    from tests.async_graphs import ASYNC_GRAPHS
+
+    yield from _serve(tmp_path, HITL_EXTRA_GRAPHS=ASYNC_GRAPHS, PYTHONPATH=str(ROOT))
+
+
+def _serve(tmp_path, **extra_env: str):
     var = tmp_path / "var"
     env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
     env.update(
@@ -33,6 +45,7 @@ def embedded(tmp_path):
             "HITL_VAR_DIR": str(var),
             "DJANGO_SETTINGS_MODULE": "hitl.settings",
             "PYTHONUNBUFFERED": "1",
+            **extra_env,
         }
     )
     manage = [PYTHON, str(ROOT / "manage.py")]
@@ -143,3 +156,51 @@ def test_embedded_default_serves_the_langgraph_cycle_with_a_resume_map(embedded)
         ).fetchall()
     assert answered == [("accept",), ("ignore",)]
     client.http.client.close()
+
+
+def test_embedded_default_runs_async_graphs_and_async_only_tools(embedded_async, tmp_path):
+    """`async def` nodes, an async-only tool under require_approval, and a graph mixing
+    sync and async nodes run, pause, are approved and resume in the embedded default."""
+    base, token, _ = embedded_async
+    client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    folders = {name: tmp_path / name for name in ("async_gated", "mixed_nodes", "agent")}
+    for folder in folders.values():
+        folder.mkdir()
+    inputs = {
+        "async_gated": {"dir": str(folders["async_gated"])},
+        "mixed_nodes": {"dir": str(folders["mixed_nodes"])},
+        "async_tool_agent": {"request": str(folders["agent"])},
+    }
+    threads = {}
+    for graph, graph_input in inputs.items():
+        started = client.post("/api/v1/threads", json={"graph": graph, "input": graph_input})
+        assert started.status_code == 201, started.text
+        threads[graph] = f"/api/v1/threads/{started.json()['thread_id']}"
+
+    def status_of(url: str, status: str):
+        body = client.get(url).json()
+        assert body["status"] != "error", body
+        return (
+            body
+            if body["status"] == status and (status != "interrupted" or body["interrupts"])
+            else None
+        )
+
+    for graph, url in threads.items():
+        body = wait_for(lambda url=url: status_of(url, "interrupted"), 30, 0.1, f"{graph} to pause")
+        [interrupt] = body["interrupts"]
+        answer = {"type": "accept"}
+        if graph == "async_tool_agent":
+            assert interrupt["action_request"] == {
+                "action": "transfer",
+                "args": {"folder": str(folders["agent"]), "amount": 5},
+            }
+            answer = {"type": "edit", "args": {"args": {"amount": 7}}}
+        decided = client.post(f"/api/v1/interrupts/{interrupt['id']}/decision", json=answer)
+        assert decided.status_code == 200, decided.text
+    for graph, url in threads.items():
+        wait_for(lambda url=url: status_of(url, "done"), 30, 0.1, f"{graph} to finish")
+    assert (folders["async_gated"] / "published.log").read_text().count("\n") == 1
+    assert (folders["mixed_nodes"] / "published.log").read_text().count("\n") == 1
+    assert (folders["mixed_nodes"] / "prepare.log").read_text().count("\n") == 1
+    assert (folders["agent"] / "transfer.log").read_text() == "7\n"  # the edited args, once

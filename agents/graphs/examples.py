@@ -9,8 +9,11 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
+
+from agents.ledger import once
 
 
 class ApprovalState(TypedDict, total=False):
@@ -86,12 +89,17 @@ def _plan(state: ParallelState) -> dict[str, Any]:
     return {}
 
 
+def _delete(name: str) -> str:
+    """Stands for the real side effect (a file store, an API call)."""
+    return f"deleted {name}"
+
+
 def _fan_out(state: ParallelState) -> list[Send]:
     files = state.get("files") or ["a.txt", "b.txt"]
     return [Send("delete_file", {"files": [name]}) for name in files]
 
 
-def _delete_file(state: ParallelState) -> dict[str, Any]:
+def _delete_file(state: ParallelState, config: RunnableConfig) -> dict[str, Any]:
     name = state["files"][0]
     response = interrupt(
         [
@@ -107,7 +115,12 @@ def _delete_file(state: ParallelState) -> dict[str, Any]:
             }
         ]
     )[0]
-    return {"answers": [{"path": name, "response": response}]}
+    deleted = None
+    if response.get("type") == "accept":
+        # The approved effect in the node that asked: at most once, even when the worker
+        # dies between the effect and this node's checkpoint (agents.ledger.once).
+        deleted = once(config, lambda: _delete(name), name="delete_file")
+    return {"answers": [{"path": name, "response": response, "deleted": deleted}]}
 
 
 parallel_approval_graph = (

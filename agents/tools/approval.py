@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 from pydantic import ValidationError
 
-from agents.ledger import LEDGER_KEY, interrupt_id_of
+from agents.ledger import LEDGER_KEY, aledger_begin, aledger_finish, interrupt_id_of
 from agents.tools.base import escape_md, read_human_response, state_value
 
 APPROVAL_KEY = "hitl_approval"
@@ -218,62 +218,100 @@ def _result(call: dict[str, Any], content: str, *, review: str, status: str = "s
     )
 
 
+def _ledger_key(request: ToolCallRequest) -> tuple[Any, dict[str, str]]:
+    config = getattr(request.runtime, "config", None) or {}
+    ledger = (config.get("configurable") or {}).get(LEDGER_KEY)
+    call = request.tool_call
+    return ledger, {
+        "interrupt_id": interrupt_id_of(config),
+        "tool_call_id": str(call.get("id") or ""),
+    }
+
+
+def _earlier_result(call: dict[str, Any], earlier: dict[str, Any]) -> ToolMessage:
+    """What a call the ledger shows as begun before answers instead of running again."""
+    if earlier.get("status") == "done" and earlier.get("result"):
+        result = earlier["result"]
+        return ToolMessage(
+            content=result.get("content", ""),
+            name=call["name"],
+            tool_call_id=call["id"],
+            status=result.get("status", "success"),
+            artifact={"review": "replayed", "executed": True},
+        )
+    # The worker stopped while the call ran: it may have happened; never repeat it.
+    return _result(
+        call,
+        f"{call['name']} was approved and started, but the worker stopped before it "
+        "reported back; it was not run again. Check its effect before retrying.",
+        review="unknown",
+        status="error",
+    )
+
+
+def _outcome_record(call: dict[str, Any], outcome: Any) -> dict[str, Any]:
+    if isinstance(outcome, ToolMessage):
+        return {"content": outcome.content, "status": outcome.status}
+    # A Command: its state update is checkpointed; remember only that it ran.
+    return {"content": f"{call['name']} ran.", "status": "success"}
+
+
+def _failure_record(exc: Exception) -> dict[str, Any]:
+    return {"content": f"{type(exc).__name__}: {exc}"[:2000], "status": "error"}
+
+
 def _execute_once(
     request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
 ) -> ToolMessage | Command:
     """Run an approved call unless the ledger shows this decision was already carried out."""
-    config = getattr(request.runtime, "config", None) or {}
-    ledger = (config.get("configurable") or {}).get(LEDGER_KEY)
+    ledger, key = _ledger_key(request)
     if ledger is None:
         return execute(request)
     call = request.tool_call
-    key = {
-        "interrupt_id": interrupt_id_of(config),
-        "tool_call_id": str(call.get("id") or ""),
-    }
     earlier = ledger.begin(tool=call["name"], **key)
     if earlier is not None:
-        if earlier.get("status") == "done" and earlier.get("result"):
-            result = earlier["result"]
-            return ToolMessage(
-                content=result.get("content", ""),
-                name=call["name"],
-                tool_call_id=call["id"],
-                status=result.get("status", "success"),
-                artifact={"review": "replayed", "executed": True},
-            )
-        # The worker stopped while the call ran: it may have happened; never repeat it.
-        return _result(
-            call,
-            f"{call['name']} was approved and started, but the worker stopped before it "
-            "reported back; it was not run again. Check its effect before retrying.",
-            review="unknown",
-            status="error",
-        )
+        return _earlier_result(call, earlier)
     try:
         outcome = execute(request)
     except GraphBubbleUp:
         raise  # an interrupt inside the tool, not a failure
     except Exception as exc:
         # Unexpected: the run fails, but the ledger records that the approved action did.
-        ledger.finish(
-            result={"content": f"{type(exc).__name__}: {exc}"[:2000], "status": "error"}, **key
-        )
+        ledger.finish(result=_failure_record(exc), **key)
         raise
-    if isinstance(outcome, ToolMessage):
-        ledger.finish(result={"content": outcome.content, "status": outcome.status}, **key)
-    else:  # a Command: its state update is checkpointed; remember only that it ran
-        ledger.finish(result={"content": f"{call['name']} ran.", "status": "success"}, **key)
+    ledger.finish(result=_outcome_record(call, outcome), **key)
     return outcome
 
 
-def approval_gate(
-    request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
+async def _aexecute_once(
+    request: ToolCallRequest,
+    execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]],
 ) -> ToolMessage | Command:
-    """ToolNode wrap_tool_call hook: ask before running a tool marked with require_approval."""
+    """_execute_once for async tool execution: the ledger's writes run off the loop."""
+    ledger, key = _ledger_key(request)
+    if ledger is None:
+        return await execute(request)
+    call = request.tool_call
+    earlier = await aledger_begin(ledger, tool=call["name"], **key)
+    if earlier is not None:
+        return _earlier_result(call, earlier)
+    try:
+        outcome = await execute(request)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        await aledger_finish(ledger, result=_failure_record(exc), **key)
+        raise
+    await aledger_finish(ledger, result=_outcome_record(call, outcome), **key)
+    return outcome
+
+
+def _review(request: ToolCallRequest) -> ToolMessage | ToolCallRequest | None:
+    """Ask the reviewer about a call: None when the tool needs no approval, the request to
+    run (as proposed or as edited) when approved, else the result that stands for it."""
     policy = approval_policy(request.tool)
     if request.tool is None or policy is None:
-        return execute(request)
+        return None
     call = request.tool_call
     # Malformed calls go back to the model; a reviewer only sees calls that could run.
     problem = call_problem(request.tool, call.get("args") or {})
@@ -311,7 +349,7 @@ def approval_gate(
             status="error",
         )
     if kind == "accept":
-        return _execute_once(request, execute)
+        return request
     if kind == "edit":
         edited = args.get("args") if isinstance(args, dict) and "args" in args else args
         if not isinstance(edited, dict):
@@ -334,7 +372,7 @@ def approval_gate(
                 review=kind,
                 status="error",
             )
-        return _execute_once(request.override(tool_call={**call, "args": edited}), execute)
+        return request.override(tool_call={**call, "args": edited})
     if kind == "response":
         return _result(call, str(args or ""), review=kind)
     return _result(
@@ -344,6 +382,35 @@ def approval_gate(
     )
 
 
+def approval_gate(
+    request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command]
+) -> ToolMessage | Command:
+    """ToolNode wrap_tool_call hook: ask before running a tool marked with require_approval."""
+    reviewed = _review(request)
+    if reviewed is None:
+        return execute(request)
+    if isinstance(reviewed, ToolMessage):
+        return reviewed
+    return _execute_once(reviewed, execute)
+
+
+async def aapproval_gate(
+    request: ToolCallRequest,
+    execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]],
+) -> ToolMessage | Command:
+    """ToolNode awrap_tool_call hook: approval_gate when the graph runs async (astream).
+
+    Async-only tools (a coroutine and no function) run here, and approved calls go
+    through the ledger as in the sync gate.
+    """
+    reviewed = _review(request)
+    if reviewed is None:
+        return await execute(request)
+    if isinstance(reviewed, ToolMessage):
+        return reviewed
+    return await _aexecute_once(reviewed, execute)
+
+
 def approval_tool_node(tools: Sequence[BaseTool | Callable[..., Any]], **kwargs: Any) -> ToolNode:
     """A ToolNode that asks before running tools marked with require_approval."""
-    return ToolNode(tools, wrap_tool_call=approval_gate, **kwargs)
+    return ToolNode(tools, wrap_tool_call=approval_gate, awrap_tool_call=aapproval_gate, **kwargs)

@@ -146,16 +146,17 @@ def test_a_run_reads_no_checkpoint_after_a_plain_stream(
     resume's pending interrupts, not after the end. A parallel pause reads its end."""
     from hitl.core import decisions, runs
     from hitl.core.models import HumanInterrupt
+    from hitl.core.worker.engine import engine
 
     reads: list[str] = []
-    saver = checkpointer()
-    original = type(saver).get_tuple
+    saver = engine.saver()  # runs stream on the run engine's async checkpointer
+    original = type(saver).aget_tuple
 
-    def counted(self, config):
+    async def counted(self, config):
         reads.append(config["configurable"].get("checkpoint_id") or "latest")
-        return original(self, config)
+        return await original(self, config)
 
-    monkeypatch.setattr(type(saver), "get_tuple", counted)
+    monkeypatch.setattr(type(saver), "aget_tuple", counted)
     run = runs.run_start(graph="approval", input={"request": "r"}, user=requester)
     assert manual_runs(run) == "interrupted"
     assert reads == ["latest"]  # the stream loading the thread's checkpoint, no more

@@ -159,7 +159,7 @@ def test_compose_wires_the_services_as_documented():
     worker = SERVICES["worker"]
     assert "container_name" not in worker and "ports" not in worker
     assert not {"-c", "--concurrency"} & set(worker["command"])
-    assert "HITL_WORKER_CONCURRENCY" in worker["environment"]
+    assert "HITL_RUNS_PER_WORKER" in worker["environment"]
     assert "runs" in worker["command"][worker["command"].index("-Q") + 1].split(",")
     assert worker["stop_signal"] == "SIGTERM"
 

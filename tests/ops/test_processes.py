@@ -303,7 +303,8 @@ def test_a_worker_whose_child_dies_during_start_up_loses_no_run(
         "--pool", "prefork", "-n", "starting@%h", "--without-gossip", "--without-mingle",
         "--without-heartbeat", "-l", "INFO",
     ]  # fmt: skip
-    starting = spawn(command, service_env(test_database_url, **OPS_ENV), tmp_path / "w.log")
+    env = service_env(test_database_url, **OPS_ENV, HITL_WORKER_POOL="prefork")
+    starting = spawn(command, env, tmp_path / "w.log")
     try:
         # SIGKILL the pool child the moment it exists, before the worker is ready.
         def kill_a_child() -> bool:

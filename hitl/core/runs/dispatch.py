@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,11 +33,15 @@ def use_local(*, run: Callable[..., Any], release: Callable[..., Any]) -> None:
     _local["run"], _local["release"] = run, release
 
 
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def _inprocess(run_id: Any) -> None:
     execute_run = _local["run"]
     close_old_connections()
     try:
-        _, retry_after = execute_run(str(run_id), worker=f"inprocess-{threading.get_ident()}")
+        _, retry_after = execute_run(str(run_id), worker=f"inprocess-{worker_id()}")
         if retry_after:  # busy elsewhere, or the database was away: try again later
             timer = threading.Timer(retry_after, lambda: _pool.submit(_inprocess, run_id))
             timer.daemon = True
@@ -73,6 +79,8 @@ def enqueue_run(run_id: Any) -> None:
     global _pool
     with _pool_lock:
         if _pool is None:
+            # Each thread waits while its run streams on the process's run engine
+            # (hitl/core/worker/engine.py): as many runs in flight as threads.
             _pool = ThreadPoolExecutor(
                 max_workers=settings.HITL_INPROCESS_WORKERS, thread_name_prefix="hitl-run"
             )

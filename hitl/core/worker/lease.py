@@ -1,7 +1,7 @@
 """The worker side of a run: claim its lease, keep it, record how it ended.
 
 Only the worker's executor (and the tests that stand in for a worker) call these; the
-request side (start, decide, cancel) is in services.
+request side (start, decide, cancel) is in hitl.core.runs and hitl.core.decisions.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -123,6 +123,37 @@ def run_heartbeat(*, run_id: Any, worker: str) -> bool:
             lease_expires_at=expires
         )
     )
+
+
+def leases_keep(*, owners: dict[str, list[Any]], renew: bool) -> set[str]:
+    """The runs of `owners` ({worker: [run ids]}) still running under their lease, in
+    one statement for all of them; with `renew`, their leases are extended too.
+
+    A run missing from the answer was cancelled, finished or taken over.
+    """
+    if not owners:
+        return set()
+    table = connection.ops.quote_name(Run._meta.db_table)
+    pk = Run._meta.pk
+    where, params = [], []
+    for worker, ids in owners.items():
+        where.append(f"(lease_owner = %s AND id IN ({', '.join(['%s'] * len(ids))}))")
+        params += [worker, *(pk.get_db_prep_value(pk.to_python(i), connection) for i in ids)]
+    condition = f"status = %s AND ({' OR '.join(where)})"
+    if renew:
+        expires = timezone.now() + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
+        sql = f"UPDATE {table} SET lease_expires_at = %s WHERE {condition} RETURNING id"
+        params = [
+            Run._meta.get_field("lease_expires_at").get_db_prep_value(expires, connection),
+            Run.Status.RUNNING,
+            *params,
+        ]
+    else:
+        sql = f"SELECT id FROM {table} WHERE {condition}"
+        params = [Run.Status.RUNNING, *params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {str(pk.to_python(row[0])) for row in cursor.fetchall()}
 
 
 def run_is_current(*, run_id: Any, worker: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -9,6 +10,8 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from hitl.core.models import ToolExecution
+
+log = logging.getLogger(__name__)
 
 
 class ThreadToolLedger:
@@ -44,7 +47,12 @@ class ThreadToolLedger:
                 ToolExecution.objects.create(tool=tool[:200], **key)
         except IntegrityError:
             earlier = ToolExecution.objects.filter(**key).values("status", "result").first()
-            return earlier or {"status": ToolExecution.Status.STARTED, "result": None}
+            if earlier is None:
+                # Not a duplicate: the thread's row is not visible to this connection
+                # (deleted, or still in a caller's open transaction). Nothing ran before:
+                # the call runs, unrecorded, as it would without a ledger.
+                log.warning("tool ledger: %s could not be recorded; it runs unrecorded", key)
+            return earlier
         return None
 
     def finish(self, *, interrupt_id: str, tool_call_id: str, result: dict[str, Any]) -> None:

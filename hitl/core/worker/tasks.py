@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import socket
-import threading
 import time
 import traceback
 from typing import Any
@@ -27,8 +27,11 @@ from hitl.core.live import agui, events
 from hitl.core.live.agui import jsonable
 from hitl.core.models import Run
 from hitl.core.registry import registry
-from hitl.core.runs.graphs import checkpointer
+
+# The sync saver, for callers that read a run's checkpoints outside the engine's loop.
+from hitl.core.runs.graphs import checkpointer  # noqa: F401
 from hitl.core.worker import lease
+from hitl.core.worker.engine import Hold, engine, leases
 from hitl.core.worker.ledger import ThreadToolLedger
 
 log = logging.getLogger(__name__)
@@ -54,16 +57,8 @@ def _schema_json(schema: Any) -> dict[str, Any] | None:
         return None
 
 
-def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
-    """What to stream for this run, so a redelivered run continues instead of repeating.
-
-    A checkpoint tagged with this run id means an earlier attempt already made
-    progress: continue from it with LangGraph's own resume semantics (input None: the
-    saved writes are applied, what is left runs; on a graph that ended nothing runs).
-    An empty `state.next` is no proof of the end: a step whose writes were saved before
-    its checkpoint (the worker died in between) lists no next node either. Only a
-    pause is taken as done. Resume values go only to interrupts still pending.
-    """
+def _input_before_reading(run: Run) -> Any:
+    """The input of a run never claimed before (no state to read), else _UNSEEN."""
     if run.first_claim:
         # Never claimed before: no attempt of this run can have checkpointed anything.
         # A resume run's values answer the rows its decisions found pending, and only
@@ -73,7 +68,10 @@ def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
             return Command(resume=run.input["resume"])
         if run.kind != Run.Kind.RESUME:
             return None if run.checkpoint_id and not run.input else run.input
-    state = graph.get_state(config)
+    return _UNSEEN
+
+
+def _input_after_reading(run: Run, state: Any) -> Any:
     mine = (state.metadata or {}).get("hitl_run_id") == str(run.id)
     if run.kind == Run.Kind.RESUME:
         pending = {i.id for i in state.interrupts}
@@ -87,20 +85,60 @@ def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
     return run.input
 
 
+def _graph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
+    """What to stream for this run, so a redelivered run continues instead of repeating.
+
+    A checkpoint tagged with this run id means an earlier attempt already made
+    progress: continue from it with LangGraph's own resume semantics (input None: the
+    saved writes are applied, what is left runs; on a graph that ended nothing runs).
+    An empty `state.next` is no proof of the end: a step whose writes were saved before
+    its checkpoint (the worker died in between) lists no next node either. Only a
+    pause is taken as done. Resume values go only to interrupts still pending.
+    """
+    known = _input_before_reading(run)
+    return known if known is not _UNSEEN else _input_after_reading(run, graph.get_state(config))
+
+
+async def _agraph_input(graph: Any, config: dict[str, Any], run: Run) -> Any:
+    """_graph_input on the async checkpointer."""
+    known = _input_before_reading(run)
+    if known is not _UNSEEN:
+        return known
+    return _input_after_reading(run, await graph.aget_state(config))
+
+
+def _fork_point(config: dict[str, Any], run: Run, latest: Any) -> dict[str, Any] | None:
+    if (latest.metadata or {}).get("hitl_run_id") == str(run.id):
+        return None
+    return {**config["configurable"], "checkpoint_id": run.checkpoint_id}
+
+
 def _from_checkpoint(graph: Any, config: dict[str, Any], run: Run) -> dict[str, Any]:
     """The config of a run started from an earlier checkpoint (a fork).
 
     A redelivered fork that already made progress goes on from its own latest
     checkpoint instead: starting from the fork point again would branch twice.
     """
-    latest = graph.get_state(config)
-    if (latest.metadata or {}).get("hitl_run_id") == str(run.id):
+    configurable = _fork_point(config, run, graph.get_state(config))
+    if configurable is None:
         return config
-    configurable = {**config["configurable"], "checkpoint_id": run.checkpoint_id}
     if not run.input:
         # Continuing a checkpoint re-runs its tasks: on a copy of it (LangGraph's
         # "__copy__" fork) they get new ids, so their interrupts are new ones too.
         forked = graph.update_state({**config, "configurable": configurable}, None, "__copy__")
+        configurable["checkpoint_id"] = forked["configurable"]["checkpoint_id"]
+    return {**config, "configurable": configurable}
+
+
+async def _afrom_checkpoint(graph: Any, config: dict[str, Any], run: Run) -> dict[str, Any]:
+    """_from_checkpoint on the async checkpointer."""
+    configurable = _fork_point(config, run, await graph.aget_state(config))
+    if configurable is None:
+        return config
+    if not run.input:
+        forked = await graph.aupdate_state(
+            {**config, "configurable": configurable}, None, "__copy__"
+        )
         configurable["checkpoint_id"] = forked["configurable"]["checkpoint_id"]
     return {**config, "configurable": configurable}
 
@@ -143,51 +181,112 @@ class _StreamEnd:
         return self.values is not _UNSEEN and not self.breakpoint and len(self.interrupts) <= 1
 
 
-class _Heartbeat(threading.Thread):
-    """Keeps the run's lease alive; notices cancellation or a takeover."""
-
-    def __init__(self, run_id: str, worker: str):
-        super().__init__(name=f"hitl-heartbeat-{run_id}", daemon=True)
-        self.run_id, self.worker = run_id, worker
-        self.stop_event = threading.Event()
-        self.lost = False
-
-    # How often the run's row is read to notice a cancel; short runs never pay for it.
-    CHECK_INTERVAL = 0.5
-
-    def run(self) -> None:
-        renew_every = max(settings.HITL_RUN_LEASE_SECONDS / 4, self.CHECK_INTERVAL)
-        last_renewal = time.monotonic()
-        try:
-            while not self.stop_event.wait(self.CHECK_INTERVAL):
-                try:
-                    if time.monotonic() - last_renewal >= renew_every:
-                        current = lease.run_heartbeat(run_id=self.run_id, worker=self.worker)
-                        last_renewal = time.monotonic()
-                    else:
-                        current = lease.run_is_current(run_id=self.run_id, worker=self.worker)
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
-                    # The database is away: keep going; the run's own next write tells.
-                    connection.close()
-                    continue
-                if not current:
-                    self.lost = True
-                    return
-        finally:
-            connection.close()
-
-
 # While nobody listens to a run's stream, how often the worker looks again.
 LISTEN_RECHECK_SECONDS = 1.0
 
 # After a transient fault, how long before the run is tried again.
 TRANSIENT_RETRY_SECONDS = 1.0
 
+_CANCELLED = object()
+
+
+def _publish_all(thread_id: Any, batch: list[dict[str, Any]]) -> None:
+    for event in batch:
+        events.publish_thread_event(thread_id, event)
+
+
+async def _stream_run(
+    graph: Any, config: dict[str, Any], run: Run, hold: Hold, listened: bool
+) -> Any:
+    """Stream the run on the engine's loop: (interrupts, values), or _CANCELLED.
+
+    Runs on the engine's loop; Redis work (events) goes to its executor, and the
+    database is not touched here (the checkpointer's own async pool aside).
+    """
+    hold.attach()
+    loop = asyncio.get_running_loop()
+    thread_id = run.thread_id
+    try:
+        async with asyncio.timeout(settings.HITL_RUN_TIME_LIMIT):
+            if run.checkpoint_id:
+                config = await _afrom_checkpoint(graph, config, run)
+            graph_input = await _agraph_input(graph, config, run)
+            checked = time.monotonic()
+            ended = _StreamEnd()
+            if graph_input is not _ALREADY_DONE:
+                modes = agui.STREAM_MODES if listened else ["updates", "values"]
+                # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs):
+                # only for runs started with them, and only while someone listens.
+                client_modes = agui.client_modes(run.stream_modes if listened else [])
+                subgraphs = bool(client_modes) and run.stream_subgraphs
+                if client_modes:
+                    modes = agui.STREAM_MODES + sorted(client_modes - set(agui.STREAM_MODES))
+                async for item in graph.astream(
+                    graph_input, config, stream_mode=modes, durability="sync", subgraphs=subgraphs
+                ):
+                    ns, mode, chunk = item if subgraphs else ((), *item)
+                    if not ns:
+                        ended.note(mode, chunk)
+                    if not listened and time.monotonic() - checked >= LISTEN_RECHECK_SECONDS:
+                        listened = await loop.run_in_executor(
+                            None, events.thread_stream_listened, thread_id
+                        )
+                        checked = time.monotonic()
+                    if listened:
+                        batch = list(agui.events_for_chunk(mode, chunk) if not ns else ())
+                        batch += agui.client_chunk_events(ns, mode, chunk, client_modes)
+                        if batch:
+                            await loop.run_in_executor(None, _publish_all, thread_id, batch)
+            if hold.lost:
+                return _CANCELLED
+            if ended.known():
+                return ended.interrupts, ended.values
+            state = await graph.aget_state(config)
+            _check_ended(state)
+            return state.interrupts, state.values
+    except asyncio.CancelledError:
+        if hold.lost:
+            return _CANCELLED
+        raise
+    except TimeoutError as exc:
+        raise RuntimeError(
+            f"The run took longer than HITL_RUN_TIME_LIMIT ({settings.HITL_RUN_TIME_LIMIT} s)."
+        ) from exc
+    finally:
+        hold.streaming = False
+
+
+def _release_connection() -> None:
+    """Hand this thread's pooled connection back while the run streams.
+
+    Many runs wait on one process's loop; their threads must not each hold one of the
+    pool's few connections meanwhile. SQLite connections (no pool) and a test's open
+    transaction stay.
+    """
+    if (
+        connection.connection is not None
+        and connection.vendor == "postgresql"
+        and not connection.in_atomic_block
+    ):
+        connection.close()
+
 
 def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
-    """Run or continue one run. Returns (outcome, retry_after_seconds)."""
+    """Run or continue one run. Returns (outcome, retry_after_seconds).
+
+    Called on the thread that took the run (a Celery task thread, the embedded
+    server's run thread); the graph streams on this process's engine loop meanwhile.
+    """
+    if not leases.reserve(run_id):
+        # A duplicate delivery of a run this process is executing right now.
+        return "busy", float(settings.HITL_RUN_LEASE_SECONDS)
+    try:
+        return _execute_run(run_id, worker=worker)
+    finally:
+        leases.unreserve(run_id)
+
+
+def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     try:
         run, retry_after = lease.run_claim(run_id=run_id, worker=worker)
     except Exception as exc:
@@ -210,54 +309,23 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
         "recursion_limit": 100,
     }
-    heartbeat = _Heartbeat(str(run.pk), worker)
-    heartbeat.start()
+    hold = leases.hold(str(run.pk), worker)
     started = time.monotonic()
     try:
-        graph = registry.get(thread.graph, checkpointer())
-        if run.checkpoint_id:
-            config = _from_checkpoint(graph, config, run)
-        graph_input = _graph_input(graph, config, run)
+        graph = registry.get(thread.graph, engine.saver())
         # Stream events, the run's start and end included, are built and sent only while
         # someone listens (waiters hear of the end through the thread's status group).
         # API streams listen before their run exists; a page opened mid-run is noticed
         # at the next step (it then gets steps; messages and snapshots from the next run).
         listened = events.thread_stream_listened(thread.pk)
-        checked = time.monotonic()
         if listened:
             events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
-        ended = _StreamEnd()
-        if graph_input is not _ALREADY_DONE:
-            modes = agui.STREAM_MODES if listened else ["updates", "values"]
-            # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs): only
-            # for runs started with them, and only while someone listens.
-            client_modes = agui.client_modes(run.stream_modes if listened else [])
-            subgraphs = bool(client_modes) and run.stream_subgraphs
-            if client_modes:
-                modes = agui.STREAM_MODES + sorted(client_modes - set(agui.STREAM_MODES))
-            for item in graph.stream(
-                graph_input, config, stream_mode=modes, durability="sync", subgraphs=subgraphs
-            ):
-                ns, mode, chunk = item if subgraphs else ((), *item)
-                if not ns:
-                    ended.note(mode, chunk)
-                if not listened and time.monotonic() - checked >= LISTEN_RECHECK_SECONDS:
-                    listened, checked = events.thread_stream_listened(thread.pk), time.monotonic()
-                if listened:
-                    for event in agui.events_for_chunk(mode, chunk) if not ns else ():
-                        events.publish_thread_event(thread.pk, event)
-                    for event in agui.client_chunk_events(ns, mode, chunk, client_modes):
-                        events.publish_thread_event(thread.pk, event)
-                # The heartbeat thread watches the row; the loop only reads its flag.
-                if mode == "updates" and heartbeat.lost:
-                    log.info("run %s stopped: cancelled or taken over", run.pk)
-                    return "cancelled", 0.0
-        if ended.known():
-            paused, values = ended.interrupts, ended.values
-        else:
-            state = graph.get_state(config)
-            _check_ended(state)
-            paused, values = state.interrupts, state.values
+        _release_connection()
+        ended = engine.call(_stream_run(graph, config, run, hold, listened))
+        if ended is _CANCELLED:
+            log.info("run %s stopped: cancelled or taken over", run.pk)
+            return "cancelled", 0.0
+        paused, values = ended
         interrupts = [(i.id, jsonable(i.value), _schema_json(i.response_schema)) for i in paused]
         values = jsonable(values)
         result = None if interrupts else values
@@ -295,7 +363,7 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         events.publish_thread_event(thread.pk, agui.run_error(str(exc)))
         return "error", 0.0
     finally:
-        heartbeat.stop_event.set()
+        leases.drop(hold)
 
 
 def _keep_connection_unless_failed() -> None:
