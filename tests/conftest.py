@@ -103,7 +103,13 @@ def test_database_url(django_db_setup, django_db_blocker) -> str:
 @pytest.fixture(scope="session", autouse=True)
 def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_factory):
     """Point this process's checkpointer at the test database (or a temp SQLite file)."""
-    if USING_POSTGRES:
+    from django.db import connection
+    from django.db.backends.base.creation import TEST_DATABASE_PREFIX
+
+    # pytest-django creates the test database only when a collected test uses one; a
+    # session of database-free tests gets a throwaway SQLite checkpointer instead.
+    database_made = connection.settings_dict["NAME"].startswith(TEST_DATABASE_PREFIX)
+    if USING_POSTGRES and database_made:
         with django_db_blocker.unblock():
             settings.HITL_CHECKPOINT_URL = _test_database_url()
         # Set up its tables now, outside any test's transaction: their CREATE INDEX

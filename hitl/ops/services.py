@@ -19,7 +19,12 @@ from django.utils import timezone
 
 from agents import contract
 from hitl.core import audit
-from hitl.core.decisions.answer import answer_record, request_of, resume_when_answered
+from hitl.core.decisions.answer import (
+    answer_record,
+    interrupt_thread_id,
+    request_of,
+    resume_when_answered,
+)
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
 from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
@@ -176,11 +181,7 @@ def _publish_changed(row: HumanInterrupt, group_id: int | None, status: str) -> 
 def _lock_pending(interrupt_id: Any) -> tuple[Thread, HumanInterrupt]:
     """Lock the thread, then the interrupt (the order interrupt_resolve uses)."""
     interrupt_id = _uuid(interrupt_id, "interrupt")
-    thread_id = (
-        HumanInterrupt.objects.filter(pk=interrupt_id)
-        .values_list("thread_id", flat=True)
-        .one_or_none()
-    )
+    thread_id = interrupt_thread_id(interrupt_id)
     if thread_id is None:
         raise NotFound("No such interrupt.")
     thread = Thread.objects.select_for_update().get(pk=thread_id)

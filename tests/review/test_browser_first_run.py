@@ -83,6 +83,9 @@ def test_the_demo_password_stays_and_open_browsers_stay_logged_in(
 
 def test_the_readme_starts_with_a_quick_tour_and_stays_inside_the_repository():
     readme = (ROOT / "README.md").read_text()
+    # It opens with the two commands: start the app, run the tests.
+    opening = readme.split("\n## ", 1)[0]
+    assert re.search(r"```sh\nmake run .*\nmake test .*\n```", opening)
     headings = re.findall(r"^## (.+)$", readme, re.M)
     assert headings[0] == "Quick tour"
     tour = readme.split("## Quick tour", 1)[1].split("\n## ", 1)[0]

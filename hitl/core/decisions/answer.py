@@ -59,6 +59,15 @@ ANSWER_FIELDS = [
 _NOT_EXPIRED = object()
 
 
+def interrupt_thread_id(interrupt_id: Any) -> Any | None:
+    """The thread of an interrupt, read unlocked: deciders lock the thread before the row."""
+    return (
+        HumanInterrupt.objects.filter(pk=interrupt_id)
+        .values_list("thread_id", flat=True)
+        .one_or_none()
+    )
+
+
 @dataclass
 class Answer:
     """What recording one answer did."""
@@ -202,11 +211,7 @@ def interrupt_resolve(
     if locked is not None:
         thread_id = locked[0].pk
     if thread_id is None:
-        thread_id = (
-            HumanInterrupt.objects.filter(pk=interrupt_id)
-            .values_list("thread_id", flat=True)
-            .one_or_none()
-        )
+        thread_id = interrupt_thread_id(interrupt_id)
     if thread_id is None:
         raise NotFound("No such interrupt.")
     with transaction.atomic(savepoint=savepoint):
@@ -263,11 +268,7 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
         interrupt_id = uuid.UUID(str(interrupt_id))
     except ValueError:
         raise NotFound("No such interrupt.") from None
-    thread_id = (
-        HumanInterrupt.objects.filter(pk=interrupt_id)
-        .values_list("thread_id", flat=True)
-        .one_or_none()
-    )
+    thread_id = interrupt_thread_id(interrupt_id)
     if thread_id is None:
         raise NotFound("No such interrupt.")
     with transaction.atomic():
@@ -316,11 +317,7 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
 def interrupt_release(*, interrupt_id: Any, now=None) -> Run | None:
     """End a decision's grace period once it has passed; resume the thread if it is ready."""
     now = now or timezone.now()
-    thread_id = (
-        HumanInterrupt.objects.filter(pk=interrupt_id)
-        .values_list("thread_id", flat=True)
-        .one_or_none()
-    )
+    thread_id = interrupt_thread_id(interrupt_id)
     if thread_id is None:
         return None
     with transaction.atomic():
