@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from agents import contract
 from hitl.core import audit
+from hitl.core.db.statements import lock_thread_and_run
 from hitl.core.decisions.answer import (
     answer_record,
     interrupt_thread_id,
@@ -29,7 +30,6 @@ from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
 from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 from hitl.core.runs.start import announce_thread, enqueue_on_commit
-from hitl.core.worker.lease import lock_thread_and_run
 
 log = logging.getLogger(__name__)
 

@@ -140,7 +140,10 @@ def _claim_sql() -> str:
 
 
 def run_claim(*, run_id: Any, worker: str, now: datetime, expires: datetime, max_attempts: int):
-    """Claim a queued run, or one whose lease lapsed, in one statement; None otherwise."""
+    """Claim a queued run, or one whose lease lapsed, in one statement on PostgreSQL;
+    None otherwise (elsewhere always: the caller's locked read does it there)."""
+    if not available():
+        return None
     params = {
         "run_id": run_id,
         "worker": worker,
@@ -229,6 +232,71 @@ def run_finish_mark(
     return thread, run
 
 
+def lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
+    """Lock a run's thread, then the run.
+
+    Thread first, like every service that changes a thread (decide, cancel, start):
+    with the opposite order a finishing run and a cancel deadlock each other.
+    """
+    if thread_id is None:
+        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).one_or_none()
+        if thread_id is None:
+            return None, None
+    thread = Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
+    run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).one_or_none()
+    return thread, run
+
+
+def run_end_mark(
+    *,
+    run_id: Any,
+    thread_id: Any,
+    worker: str,
+    status: str,
+    thread_status: str,
+    result: Any,
+    now: datetime,
+    audited: bool,
+) -> tuple[Thread, Run] | None:
+    """Lock the run's thread, then the run; if the run is still `worker`'s, mark its end
+    and the thread's new status (with `audited`, append its `run.finished` event too).
+    None when it was cancelled or another worker took it over. One statement on
+    PostgreSQL when the thread is known; the ORM's locked reads and saves elsewhere."""
+    if available() and thread_id is not None:
+        return run_finish_mark(
+            run_id=run_id,
+            thread_id=thread_id,
+            worker=worker,
+            status=status,
+            thread_status=thread_status,
+            result=result,
+            now=now,
+            audited=audited,
+        )
+    thread, run = lock_thread_and_run(run_id, thread_id)
+    if thread is None or run is None or run.status != Run.Status.RUNNING:
+        return None
+    if run.lease_owner != worker:
+        return None
+    run.status, run.result, run.finished_at = status, result, now
+    run.lease_owner, run.lease_expires_at = "", None
+    run.save(update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"])
+    thread.status = thread_status
+    thread.save(update_fields=["status", "updated_at"])
+    if audited:
+        _run_finished_event(run, interrupts=0).save()
+    return thread, run
+
+
+def _run_finished_event(run: Run, *, interrupts: int) -> AuditEvent:
+    return AuditEvent(
+        kind=AuditEvent.Kind.RUN_FINISHED,
+        thread_id=run.thread_id,
+        run_id=run.pk,
+        data={"status": run.status, "interrupts": interrupts, "attempt": run.attempts},
+    )
+
+
 def _insert_values(obj: Model, prefix: str) -> tuple[str, str, dict[str, Any]]:
     """(columns, typed placeholders, params) to insert `obj` as the ORM would."""
     fields = list(type(obj)._meta.concrete_fields)
@@ -292,9 +360,38 @@ def interrupts_insert(
 ) -> set[Any]:
     """Insert a paused run's interrupt rows, skipping those an earlier attempt made, with
     an `interrupt.created` event for each new one and the run's `run.finished` event,
-    in one statement. Returns the ids of the rows inserted."""
+    in one statement on PostgreSQL (the ORM's read, bulk insert and audit elsewhere).
+    Returns the ids of the rows inserted."""
     if not rows:
         return set()
+    if not available():
+        made = set(
+            HumanInterrupt.objects.filter(
+                thread_id=run.thread_id, interrupt_id__in={row.interrupt_id for row in rows}
+            ).values_list("interrupt_id", "position")
+        )
+        new = [
+            (row, summary)
+            for row, summary in zip(rows, summaries, strict=True)
+            if (row.interrupt_id, row.position) not in made
+        ]
+        HumanInterrupt.objects.bulk_create([row for row, _ in new])
+        AuditEvent.objects.bulk_create(
+            [
+                *(
+                    AuditEvent(
+                        kind=AuditEvent.Kind.INTERRUPT_CREATED,
+                        thread_id=run.thread_id,
+                        run_id=run.pk,
+                        interrupt_id=row.pk,
+                        data=summary,
+                    )
+                    for row, summary in new
+                ),
+                _run_finished_event(run, interrupts=len(new)),
+            ]
+        )
+        return {row.pk for row, _ in new}
     params: dict[str, Any] = {
         "now": now,
         "thread_id": run.thread_id,

@@ -37,17 +37,17 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
     nothing to do, or (None, seconds) when another worker holds a live lease."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
-    if statements.available():
-        run = statements.run_claim(
-            run_id=run_id,
-            worker=worker,
-            now=now,
-            expires=expires,
-            max_attempts=settings.HITL_RUN_MAX_ATTEMPTS,
-        )
-        if run is not None:
-            return run, 0.0
-        # Not claimable as it stands: the locked read below tells why.
+    run = statements.run_claim(
+        run_id=run_id,
+        worker=worker,
+        now=now,
+        expires=expires,
+        max_attempts=settings.HITL_RUN_MAX_ATTEMPTS,
+    )
+    if run is not None:
+        return run, 0.0
+    # Not claimed in one statement (the plain case only, on PostgreSQL): the locked read
+    # below claims it, or tells why not.
     with transaction.atomic():
         run = (
             Run.objects.select_for_update().select_related("thread").filter(pk=run_id).one_or_none()
@@ -231,21 +231,6 @@ def _conditions_before_locks(
     return rules.conditions_evaluate(graph=thread.graph, requests=requests)
 
 
-def lock_thread_and_run(run_id: Any, thread_id: Any = None) -> tuple[Thread | None, Run | None]:
-    """Lock a run's thread, then the run.
-
-    Thread first, like every service that changes a thread (decide, cancel, start):
-    with the opposite order a finishing run and a cancel deadlock each other.
-    """
-    if thread_id is None:
-        thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).one_or_none()
-        if thread_id is None:
-            return None, None
-    thread = Thread.objects.select_for_update().filter(pk=thread_id).one_or_none()
-    run = Run.objects.select_for_update().filter(pk=run_id, thread_id=thread_id).one_or_none()
-    return thread, run
-
-
 @retry_transient
 def run_finish(
     *,
@@ -268,45 +253,21 @@ def run_finish(
     # Rule conditions run first, before any lock: a slow one holds no row.
     with confcache.fresh():
         evaluated = _conditions_before_locks(run_id, thread_id, interrupts)
-    # On PostgreSQL one statement locks, checks and marks the end (and, with nothing
-    # paused, appends its audit event); elsewhere the ORM does it below.
-    marked = statements.available() and thread_id is not None
     with confcache.fresh(), transaction.atomic():
-        if marked:
-            locked = statements.run_finish_mark(
-                run_id=run_id,
-                thread_id=thread_id,
-                worker=worker,
-                status=status,
-                thread_status=thread_status,
-                result=result,
-                now=now,
-                audited=not interrupts,
-            )
-            if locked is None:
-                return None  # cancelled, or another worker took over: its outcome counts
-            thread, run = locked
-        else:
-            thread, run = lock_thread_and_run(run_id, thread_id)
-            if (
-                thread is None
-                or run is None
-                or run.status != Run.Status.RUNNING
-                or run.lease_owner != worker
-            ):
-                return None  # cancelled, or another worker took over: its outcome counts
-        # A redelivered run finds the rows it made before: no duplicates. The thread
-        # lock serializes attempts, so reading then inserting cannot race.
-        # (On PostgreSQL the insert skips them itself: see below.)
-        existing = (
-            set()
-            if marked
-            else set(
-                HumanInterrupt.objects.filter(
-                    thread=thread, interrupt_id__in=[i for i, _, _ in interrupts]
-                ).values_list("interrupt_id", "position")
-            )
+        # Lock, check and mark the end (with nothing paused, with its audit event too).
+        locked = statements.run_end_mark(
+            run_id=run_id,
+            thread_id=thread_id,
+            worker=worker,
+            status=status,
+            thread_status=thread_status,
+            result=result,
+            now=now,
+            audited=not interrupts,
         )
+        if locked is None:
+            return None  # cancelled, or another worker took over: its outcome counts
+        thread, run = locked
         for interrupt_id, value, schema in interrupts:
             kind, requests = contract.requests_for(value, schema)
             for request in requests:
@@ -329,63 +290,24 @@ def run_finish(
                 defaults.update(
                     quorum.approval_settings(value, request.position, defaults["reviewer_group"])
                 )
-                if (interrupt_id, request.position) not in existing:
-                    created.append(
-                        HumanInterrupt(
-                            thread=thread,
-                            interrupt_id=interrupt_id,
-                            position=request.position,
-                            **defaults,
-                        )
-                    )
-        if marked:
-            # The rows, their audit events and the run's in one statement.
-            inserted = statements.interrupts_insert(
-                rows=created,
-                summaries=[audit.interrupt_created_data(row) for row in created],
-                run=run,
-                now=now,
-            )
-            if len(inserted) < len(created):
-                existing = {(r.interrupt_id, r.position) for r in created if r.pk not in inserted}
-                created = [row for row in created if row.pk in inserted]
-        else:
-            HumanInterrupt.objects.bulk_create(created)
-            run.status = status
-            run.result = result
-            run.finished_at = now
-            run.lease_owner = ""
-            run.lease_expires_at = None
-            run.save(
-                update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"]
-            )
-            thread.status = thread_status
-            thread.save(update_fields=["status", "updated_at"])
-        if not marked:
-            audit.audit_bulk(
-                [
-                    *(
-                        audit.audit_event(
-                            kind=audit.Kind.INTERRUPT_CREATED,
-                            thread=thread,
-                            run=run,
-                            interrupt=row,
-                            data=audit.interrupt_summary(row),
-                        )
-                        for row in created
-                    ),
-                    audit.audit_event(
-                        kind=audit.Kind.RUN_FINISHED,
+                created.append(
+                    HumanInterrupt(
                         thread=thread,
-                        run=run,
-                        data={
-                            "status": run.status,
-                            "interrupts": len(created),
-                            "attempt": run.attempts,
-                        },
-                    ),
-                ]
-            )
+                        interrupt_id=interrupt_id,
+                        position=request.position,
+                        **defaults,
+                    )
+                )
+        # The rows, their audit events and the run's. A redelivered run finds the rows it
+        # made before (the thread lock serializes attempts): they are skipped, not doubled.
+        inserted = statements.interrupts_insert(
+            rows=created,
+            summaries=[audit.interrupt_created_data(row) for row in created],
+            run=run,
+            now=now,
+        )
+        existing = {(r.interrupt_id, r.position) for r in created if r.pk not in inserted}
+        created = [row for row in created if row.pk in inserted]
         # Rules may decide some of them now (and queue the resume run).
         rules.rules_apply(thread=thread, rows=created, evaluated=evaluated)
         events.emit_run_ended(run)
@@ -420,7 +342,7 @@ def run_finish(
 def run_fail(*, run_id: Any, worker: str, error: str) -> Run | None:
     """Record a failed run; the thread shows the error until a new run starts."""
     with transaction.atomic():
-        thread, run = lock_thread_and_run(run_id)
+        thread, run = statements.lock_thread_and_run(run_id)
         if (
             thread is None
             or run is None
