@@ -57,7 +57,7 @@ def test_claiming_a_run_stays_lean(requester, idle_thread, django_assert_max_num
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
     with django_assert_max_num_queries(1 if ON_POSTGRES else 5):
-        claimed, _ = lease.run_claim(run_id=run.pk, worker="w1")
+        claimed, _ = lease.run_lease_take(run_id=run.pk, worker="w1")
     assert claimed is not None and claimed.status == "running"
 
 
@@ -67,7 +67,7 @@ def test_ending_a_run_with_nothing_paused_is_one_statement(
     run = lg_services.run_create(
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
-    lease.run_claim(run_id=run.pk, worker="w1")
+    lease.run_lease_take(run_id=run.pk, worker="w1")
     # The statement, inside the savepoint the test's transaction turns it into.
     with django_assert_num_queries(3 if ON_POSTGRES else 7) as captured:
         finished = lease.run_finish(
@@ -161,7 +161,7 @@ def test_lookups_by_primary_key_compile_no_order_by(
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
     with django_assert_max_num_queries(2 if ON_POSTGRES else 7) as captured:
-        claimed, _ = lease.run_claim(run_id=run.pk, worker="w1")
+        claimed, _ = lease.run_lease_take(run_id=run.pk, worker="w1")
         read = _read_finished(run.pk)
     assert claimed.pk == read.pk == run.pk
     selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]

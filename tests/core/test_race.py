@@ -117,7 +117,7 @@ def test_run_finish_waits_for_a_cancel_instead_of_deadlocking(
     import psycopg
 
     run = runs.run_start(graph="approval", input={}, user=requester)
-    claimed, _ = lease.run_claim(run_id=run.pk, worker="w")
+    claimed, _ = lease.run_lease_take(run_id=run.pk, worker="w")
     assert claimed is not None
     outcome: dict = {}
 

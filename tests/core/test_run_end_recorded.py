@@ -62,7 +62,7 @@ def claimed_run(requester) -> Run:
     run = lg_services.run_create(
         user=requester, assistant_id="approval", thread=thread, input={"request": "q3"}
     )
-    claimed, wait = lease.run_claim(run_id=run.pk, worker="w1")
+    claimed, wait = lease.run_lease_take(run_id=run.pk, worker="w1")
     assert claimed is not None and wait == 0.0
     assert (claimed.status, claimed.lease_owner) == (Run.Status.RUNNING, "w1")
     return claimed

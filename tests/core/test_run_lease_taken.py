@@ -1,6 +1,6 @@
 """Claiming a run's lease: the single-statement PostgreSQL path and its ORM fallback.
 
-lease.run_claim tries statements.run_claim first on PostgreSQL (one UPDATE ... RETURNING
+lease.run_lease_take tries statements.run_lease_take first on PostgreSQL (one UPDATE ... RETURNING
 that also appends the run.started audit event and joins the thread); whatever that
 statement leaves alone (a live lease of another worker, exhausted attempts, a finished
 or missing run) is decided by the ORM path under lock.
@@ -69,13 +69,13 @@ def test_a_queued_run_is_claimed_in_one_query_with_its_thread_and_audit_event(
     queued_run, requester, django_assert_num_queries
 ):
     with django_assert_num_queries(1) as captured:
-        run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
+        run, wait = lease.run_lease_take(run_id=queued_run.pk, worker="w1")
     assert "RETURNING" in captured.captured_queries[0]["sql"]
 
     assert wait == 0.0
     assert isinstance(run, Run) and run.pk == queued_run.pk
     assert_claimed_by(run, "w1", attempts=1, created_by_id=requester.pk)
-    assert run.first_claim is True
+    assert run.first_lease is True
     assert run.thread_id == queued_run.thread_id
     # The thread came with the run: reading it asks the database nothing more.
     with django_assert_num_queries(0):
@@ -94,7 +94,7 @@ def test_a_queued_run_is_claimed_in_one_query_with_its_thread_and_audit_event(
 
 
 def test_a_claimed_run_comes_back_with_its_json_fields_decoded(queued_run, requester):
-    run, _ = lease.run_claim(run_id=queued_run.pk, worker="w1")
+    run, _ = lease.run_lease_take(run_id=queued_run.pk, worker="w1")
 
     assert isinstance(run.input, dict) and run.input == RUN_INPUT
     assert list(run.input) == list(RUN_INPUT)  # the json column keeps the key order
@@ -118,7 +118,7 @@ def test_a_run_leased_by_another_live_worker_is_not_claimed(queued_run):
         started_at=timezone.now(),
     )
 
-    run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
+    run, wait = lease.run_lease_take(run_id=queued_run.pk, worker="w1")
 
     assert run is None
     assert 0 < wait <= 30
@@ -131,17 +131,17 @@ def test_a_run_leased_by_another_live_worker_is_not_claimed(queued_run):
 def test_a_run_whose_other_workers_lease_expired_is_taken_over_as_a_second_attempt(
     queued_run, requester
 ):
-    first, _ = lease.run_claim(run_id=queued_run.pk, worker="doomed")
-    assert first is not None and first.first_claim is True
+    first, _ = lease.run_lease_take(run_id=queued_run.pk, worker="doomed")
+    assert first is not None and first.first_lease is True
     Run.objects.filter(pk=queued_run.pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
 
-    run, wait = lease.run_claim(run_id=queued_run.pk, worker="w2")
+    run, wait = lease.run_lease_take(run_id=queued_run.pk, worker="w2")
 
     assert wait == 0.0
     assert_claimed_by(run, "w2", attempts=2, created_by_id=requester.pk)
-    assert run.first_claim is False  # the first attempt may have left checkpoints
+    assert run.first_lease is False  # the first attempt may have left checkpoints
     assert run.started_at == first.started_at  # kept from the first claim
     assert [e.data for e in started_events(queued_run.pk)] == [
         {"run_kind": "start", "attempt": 1, "worker": "doomed"},
@@ -150,14 +150,14 @@ def test_a_run_whose_other_workers_lease_expired_is_taken_over_as_a_second_attem
 
 
 def test_a_worker_reclaiming_its_own_running_run_gets_it_again(queued_run, requester):
-    first, _ = lease.run_claim(run_id=queued_run.pk, worker="w1")
+    first, _ = lease.run_lease_take(run_id=queued_run.pk, worker="w1")
     assert first is not None
 
-    again, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
+    again, wait = lease.run_lease_take(run_id=queued_run.pk, worker="w1")
 
     assert wait == 0.0
     assert_claimed_by(again, "w1", attempts=2, created_by_id=requester.pk)
-    assert again.first_claim is False
+    assert again.first_lease is False
     assert again.lease_expires_at >= first.lease_expires_at
     assert [e.data["attempt"] for e in started_events(queued_run.pk)] == [1, 2]
 
@@ -175,7 +175,7 @@ def test_a_run_out_of_attempts_is_not_claimed_and_ends_failed(queued_run):
         started_at=timezone.now() - timedelta(minutes=5),
     )
 
-    run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
+    run, wait = lease.run_lease_take(run_id=queued_run.pk, worker="w1")
 
     assert (run, wait) == (None, 0.0)
     row = Run.objects.get(pk=queued_run.pk)
@@ -193,7 +193,7 @@ def test_a_run_out_of_attempts_is_not_claimed_and_ends_failed(queued_run):
 def test_a_queued_run_out_of_attempts_is_not_claimed_either(queued_run):
     Run.objects.filter(pk=queued_run.pk).update(attempts=settings.HITL_RUN_MAX_ATTEMPTS)
 
-    assert lease.run_claim(run_id=queued_run.pk, worker="w1") == (None, 0.0)
+    assert lease.run_lease_take(run_id=queued_run.pk, worker="w1") == (None, 0.0)
 
     assert Run.objects.get(pk=queued_run.pk).status == Run.Status.ERROR
     assert started_events(queued_run.pk) == []
@@ -209,7 +209,7 @@ def test_a_finished_run_is_not_claimed_and_writes_no_audit_event(queued_run, sta
     )
     events_before = AuditEvent.objects.count()
 
-    assert lease.run_claim(run_id=queued_run.pk, worker="w1") == (None, 0.0)
+    assert lease.run_lease_take(run_id=queued_run.pk, worker="w1") == (None, 0.0)
 
     row = Run.objects.get(pk=queued_run.pk)
     assert (row.status, row.attempts, row.lease_owner) == (status, 1, "")
@@ -220,7 +220,7 @@ def test_a_finished_run_is_not_claimed_and_writes_no_audit_event(queued_run, sta
 def test_a_missing_run_is_not_claimed_and_writes_no_audit_event(db):
     events_before = AuditEvent.objects.count()
 
-    assert lease.run_claim(run_id=uuid.uuid4(), worker="w1") == (None, 0.0)
+    assert lease.run_lease_take(run_id=uuid.uuid4(), worker="w1") == (None, 0.0)
 
     assert AuditEvent.objects.count() == events_before
 
@@ -237,17 +237,17 @@ def test_without_the_single_statement_path_the_orm_path_claims_the_same_way(
 ):
     calls = []
     monkeypatch.setattr(statements, "available", lambda: False)
-    real_claim = statements.run_claim
-    monkeypatch.setattr(statements, "run_claim", lambda **kw: calls.append(real_claim(**kw)))
+    real_claim = statements.run_lease_take
+    monkeypatch.setattr(statements, "run_lease_take", lambda **kw: calls.append(real_claim(**kw)))
 
     with django_assert_max_num_queries(5) as captured:  # savepoint, lock, update, audit, release
-        run, wait = lease.run_claim(run_id=queued_run.pk, worker="w1")
+        run, wait = lease.run_lease_take(run_id=queued_run.pk, worker="w1")
 
     assert calls == [None]  # the statement stood aside: the ORM path claimed it
     assert any("FOR UPDATE" in q["sql"] for q in captured.captured_queries)
     assert wait == 0.0
     assert_claimed_by(run, "w1", attempts=1, created_by_id=requester.pk)
-    assert run.first_claim is True
+    assert run.first_lease is True
     assert (run.input, run.metadata) == (RUN_INPUT, RUN_METADATA)
     with django_assert_num_queries(0):
         assert (run.thread.pk, run.thread.graph) == (queued_run.thread_id, "approval")

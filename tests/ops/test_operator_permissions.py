@@ -44,7 +44,7 @@ def pending_row(settings, requester, reviewers_group):
 def failed_run(settings, requester):
     settings.HITL_EXECUTOR = "manual"
     run = runs.run_start(graph="approval", input={}, user=requester, title="Failing")
-    lease.run_claim(run_id=run.pk, worker="w")
+    lease.run_lease_take(run_id=run.pk, worker="w")
     lease.run_fail(run_id=run.pk, worker="w", error="Traceback (most recent call last):\nboom")
     return run
 

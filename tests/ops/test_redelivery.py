@@ -43,7 +43,7 @@ def dying_copy(saver, *, step: int):
 def first_attempt_dies(run: Run, *, step: int) -> None:
     """What the killed worker did: claim, stream until checkpoint `step` would be
     saved, die, and leave its lease to expire."""
-    claimed, _ = lease.run_claim(run_id=run.pk, worker="doomed:1")
+    claimed, _ = lease.run_lease_take(run_id=run.pk, worker="doomed:1")
     assert claimed is not None
     graph = with_checkpointer(
         import_target(registry.targets[run.thread.graph]),

@@ -26,7 +26,7 @@ def open_interrupts(
     """A thread paused on the given interrupt values (no graph runs: the run is recorded
     as if a worker had streamed it), returning (thread, rows in creation order)."""
     run = runs.run_start(graph=graph, input={}, user=user, title=title or graph)
-    lease.run_claim(run_id=run.pk, worker=WORKER)
+    lease.run_lease_take(run_id=run.pk, worker=WORKER)
     schemas = schemas or [None] * len(values)
     lease.run_finish(
         run_id=run.pk,

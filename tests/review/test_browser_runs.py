@@ -25,7 +25,7 @@ def test_a_failed_run_shows_a_banner_live_and_can_be_retried(
 ):
     settings.HITL_EXECUTOR = "manual"  # the retried run stays queued: no worker runs it
     run = runs.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
-    lease.run_claim(run_id=run.pk, worker=WORKER)
+    lease.run_lease_take(run_id=run.pk, worker=WORKER)
     quinn = browser_page(asgi_server, "quinn")
     ada = browser_page(asgi_server, "ada")
     for page in (quinn, ada):

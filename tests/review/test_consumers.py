@@ -188,7 +188,7 @@ def test_thread_page_socket_gets_cards_sections_and_stream(reviewer, requester):
         streamed = await next_of(rita, "thread.event")
         assert streamed["event"]["delta"] == "Hi"
         run = await sync_to_async(lambda: thread.runs.get(kind="resume"))()
-        await sync_to_async(lease.run_claim)(run_id=run.pk, worker="t")
+        await sync_to_async(lease.run_lease_take)(run_id=run.pk, worker="t")
         await sync_to_async(lease.run_finish)(
             run_id=run.pk,
             worker="t",

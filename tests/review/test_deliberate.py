@@ -124,7 +124,7 @@ def test_error_headline_is_the_exception_type_and_message_without_paths():
 
 def _failed_run(requester) -> Run:
     run = runs.run_start(graph="approval", input={}, user=requester, title="Failing")
-    lease.run_claim(run_id=run.pk, worker="w")
+    lease.run_lease_take(run_id=run.pk, worker="w")
     lease.run_fail(run_id=run.pk, worker="w", error=_traceback())
     return run
 

@@ -22,7 +22,7 @@ TRACE = (
 def failed_thread(settings, requester):
     settings.HITL_EXECUTOR = "manual"
     run = runs.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
-    lease.run_claim(run_id=run.pk, worker=WORKER)
+    lease.run_lease_take(run_id=run.pk, worker=WORKER)
     lease.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
     run.thread.refresh_from_db()
     return run.thread

@@ -1,7 +1,7 @@
 """Single-statement forms of the review cycle's hottest statements, for PostgreSQL.
 
 Each replaces several ORM statements (locks, updates, inserts, audit events) with one
-data-modifying CTE that returns what its caller needs: a run's claim, a run's end, a
+data-modifying CTE that returns what its caller needs: a run's lease, a run's end, a
 run's insert with its thread's change, a pause's interrupt rows with their audit
 events, an answer with its audit event. Each covers the plain case only and says so
 when it did nothing (None or False); the caller then takes its ORM path, which handles
@@ -111,9 +111,9 @@ def _run_and_thread(row: tuple) -> tuple[Run, Thread, tuple]:
 
 
 @cache
-def _claim_sql() -> str:
+def _lease_sql() -> str:
     run_cols, thread_cols = _select(Run, "c"), _select(Thread, "t")
-    # The lease test mirrors run_claim's: a live lease of another worker is left alone.
+    # The lease test mirrors run_lease_take's: a live lease of another worker is left alone.
     return f"""
         WITH c AS (
             UPDATE "{Run._meta.db_table}" SET
@@ -139,7 +139,9 @@ def _claim_sql() -> str:
     """
 
 
-def run_claim(*, run_id: Any, worker: str, now: datetime, expires: datetime, max_attempts: int):
+def run_lease_take(
+    *, run_id: Any, worker: str, now: datetime, expires: datetime, max_attempts: int
+):
     """Claim a queued run, or one whose lease lapsed, in one statement on PostgreSQL;
     None otherwise (elsewhere always: the caller's locked read does it there)."""
     if not available():
@@ -155,12 +157,12 @@ def run_claim(*, run_id: Any, worker: str, now: datetime, expires: datetime, max
         "kind": AuditEvent.Kind.RUN_STARTED,
     }
     with _cursor() as cursor:
-        cursor.execute(_claim_sql(), params)
+        cursor.execute(_lease_sql(), params)
         row = cursor.fetchone()
     if row is None:
         return None
-    run, _, (first_claim,) = _run_and_thread(row)
-    run.first_claim = first_claim
+    run, _, (first_lease,) = _run_and_thread(row)
+    run.first_lease = first_lease
     return run
 
 

@@ -136,9 +136,9 @@ class Run(models.Model):
 
     objects = RunQuerySet.as_manager()
 
-    # Not stored: set by run_claim on the run it hands to a worker. True when no earlier
+    # Not stored: set by run_lease_take on the run it hands to a worker. True when no earlier
     # attempt was ever claimed, so nothing of this run can be in the checkpointer yet.
-    first_claim = False
+    first_lease = False
 
     class Meta:
         indexes = [

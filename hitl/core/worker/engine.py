@@ -151,7 +151,7 @@ class Leases:
 
     def reserve(self, run_id: str) -> bool:
         """Mark a run as taken by this process; False if it already is (a duplicate
-        delivery: with one worker id per process, its claim would succeed too)."""
+        delivery: with one worker id per process, its lease would be taken too)."""
         with self._lock:
             if run_id in self._reserved:
                 return False

@@ -1,4 +1,4 @@
-"""The worker side of a run: claim its lease, keep it, record how it ended.
+"""The worker side of a run: take its lease, keep it, record how it ended.
 
 Only the worker's executor (and the tests that stand in for a worker) call these; the
 request side (start, decide, cancel) is in hitl.core.runs and hitl.core.decisions.
@@ -32,12 +32,12 @@ log = logging.getLogger(__name__)
 
 
 @retry_transient
-def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
-    """Take the lease on a run. Returns (run, 0) when claimed, (None, 0) when there is
+def run_lease_take(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
+    """Take the lease on a run. Returns (run, 0) when taken, (None, 0) when there is
     nothing to do, or (None, seconds) when another worker holds a live lease."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
-    run = statements.run_claim(
+    run = statements.run_lease_take(
         run_id=run_id,
         worker=worker,
         now=now,
@@ -46,8 +46,8 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
     )
     if run is not None:
         return run, 0.0
-    # Not claimed in one statement (the plain case only, on PostgreSQL): the locked read
-    # below claims it, or tells why not.
+    # Not taken in one statement (the plain case only, on PostgreSQL): the locked read
+    # below takes it, or tells why not.
     with transaction.atomic():
         run = (
             Run.objects.select_for_update().select_related("thread").filter(pk=run_id).one_or_none()
@@ -68,8 +68,8 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
             run.lease_owner = worker
             run.lease_expires_at = expires
             run.attempts += 1
-            # Only a run never claimed before can skip looking for its own checkpoints.
-            run.first_claim = run.started_at is None
+            # Only a run never leased before can skip looking for its own checkpoints.
+            run.first_lease = run.started_at is None
             run.started_at = run.started_at or now
             run.save(
                 update_fields=[
@@ -102,7 +102,7 @@ def run_claim(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
 
 
 def run_release(*, run_id: Any, worker: str) -> bool:
-    """Give a claimed run back to the queue after an infrastructure fault, without
+    """Give a leased run back to the queue after an infrastructure fault, without
     spending its attempt: the fault was the database's or Redis's, not the graph's."""
     return bool(
         Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_owner=worker).update(

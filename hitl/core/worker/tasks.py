@@ -1,4 +1,4 @@
-"""The only bridge that runs a graph for Django: claim a run, stream it, record the end."""
+"""The only bridge that runs a graph for Django: lease a run, stream it, record the end."""
 
 from __future__ import annotations
 
@@ -58,9 +58,9 @@ def _schema_json(schema: Any) -> dict[str, Any] | None:
 
 
 def _input_before_reading(run: Run) -> Any:
-    """The input of a run never claimed before (no state to read), else _UNSEEN."""
-    if run.first_claim:
-        # Never claimed before: no attempt of this run can have checkpointed anything.
+    """The input of a run never leased before (no state to read), else _UNSEEN."""
+    if run.first_lease:
+        # Never leased before: no attempt of this run can have checkpointed anything.
         # A resume run's values answer the rows its decisions found pending, and only
         # an attempt of this run could have consumed them since (LangGraph passes over
         # an id that is not pending, as a redelivered attempt's read below would).
@@ -288,11 +288,11 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
 
 def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     try:
-        run, retry_after = lease.run_claim(run_id=run_id, worker=worker)
+        run, retry_after = lease.run_lease_take(run_id=run_id, worker=worker)
     except Exception as exc:
         if not is_transient(exc):
             raise
-        log.warning("run %s could not be claimed (%s); it will be retried", run_id, exc)
+        log.warning("run %s could not be leased (%s); it will be retried", run_id, exc)
         connection.close()
         return "retry", TRANSIENT_RETRY_SECONDS
     if run is None:
