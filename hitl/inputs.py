@@ -38,6 +38,12 @@ def bad_input_response(request: HttpRequest, message: str) -> HttpResponse:
     return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
 
 
+FORM = "application/x-www-form-urlencoded"
+# Endpoints whose callers only ever send form-encoded bodies (Slack's interactivity):
+# anything else is refused before CSRF or a view would try to parse it.
+FORM_ONLY_PATHS = frozenset({"/slack/interactivity/"})
+
+
 @sync_and_async_middleware
 def bounded_input_middleware(get_response):
     """Check the query string of every request, the fields of urlencoded form posts and
@@ -55,6 +61,12 @@ def bounded_input_middleware(get_response):
                 problem = multipart_boundary_problem(request.META.get("CONTENT_TYPE", ""))
                 if problem:
                     raise Invalid(problem)
+            if request.path in FORM_ONLY_PATHS and request.content_type != FORM:
+                try:  # say what is wrong with the body, when something is
+                    request.POST  # noqa: B018
+                except form_body_errors() as exc:
+                    raise Invalid(form_body_message(exc)) from None
+                raise Invalid("This endpoint takes a form-encoded body.")
             if request.method == "POST" and request.content_type == (
                 "application/x-www-form-urlencoded"
             ):

@@ -82,8 +82,9 @@ def test_parallel_items_count_down_answer_alike_and_stay_to_show_the_resume(
     page.reload()
     first = page.locator("article.interrupt").first
     first.locator("button.btn-accept").click()
-    page.wait_for_selector(".flash:has-text('(item 1 of 3).')")
-    assert "Approved: delete file (item 1 of 3)." in page.inner_text(".flashes")
+    page.wait_for_selector(".flash:has-text('(item 1 of 3) on')")
+    # The toast names the item and its thread.
+    assert "Approved: delete file (item 1 of 3) on “" in page.inner_text(".flashes")
     wait_for(lambda: "1 of 3 answered" in watcher.inner_text("#section-batch"), what="live count")
     assert "(2 left)" in watcher.inner_text("#section-batch")
 

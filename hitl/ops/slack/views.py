@@ -15,6 +15,11 @@ from hitl.ops.slack import interactivity
 def slack_interactivity(request):
     if not settings.HITL_SLACK_SIGNING_SECRET:
         raise Http404("Slack interactivity is not set up.")
+    if request.content_type != "application/x-www-form-urlencoded":
+        # What Slack sends; any other body (a multipart one above all) is not Slack's.
+        return JsonResponse(
+            {"error": "Expected a form-encoded payload= with a JSON object."}, status=400
+        )
     body = request.body
     try:
         interactivity.verify(
