@@ -8,8 +8,8 @@ import psycopg
 import pytest
 from django.test import RequestFactory
 
-from hitl.api.langgraph import api
 from hitl.api.langgraph import services as lg_services
+from hitl.api.langgraph.run_create import create_run
 from hitl.api.langgraph.schemas import RunCreateIn
 from hitl.core.models import Run
 
@@ -52,7 +52,7 @@ def test_a_run_whose_commit_met_a_fault_exists_once(
         return real(**kwargs)
 
     monkeypatch.setattr(lg_services, "run_create", flaky_run_create)
-    run = api._create_run(request, body, thread.pk, stateless=False)
+    run = create_run(request, body, thread.pk, stateless=False)
 
     (only,) = Run.objects.filter(thread=thread)
     assert run.pk == only.pk and only.kind == "start"

@@ -22,13 +22,13 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.utils import timezone
 from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import assistants, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
+from hitl.api.langgraph.run_create import create_run
 from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
     CheckpointIn,
@@ -42,12 +42,12 @@ from hitl.api.langgraph.schemas import (
     ThreadPatchIn,
     ThreadSearchIn,
 )
-from hitl.api.langgraph.streaming import STREAM_MODES, run_events, run_stream_modes
+from hitl.api.langgraph.streaming import STREAM_MODES, run_events
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import errors
 from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
-from hitl.core.db.retry import met_while_committing, retry_transient
-from hitl.core.errors import Unavailable, check_storable
+from hitl.core.db.retry import retry_transient
+from hitl.core.errors import check_storable
 from hitl.core.live import eventlog
 from hitl.core.live.events import RunEnd
 from hitl.core.live.waiting import ThreadSubscription, released, wait_for_run
@@ -116,75 +116,11 @@ def _latest_run(request: HttpRequest, thread_id: uuid.UUID) -> Run | None:
     return _thread_for(request, thread_id).runs.order_by("-created_at").first()
 
 
-def _create_run(
-    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
-) -> Run:
-    """Start or resume a run: one transaction (run_create's), so a fault before its
-    commit leaves nothing behind and the whole of it is repeated (retry_transient).
-
-    A fault that struck the COMMIT leaves it unknown whether the run was created: the
-    thread is read for a run of this request's kind by this user created since the
-    first attempt; found, it is the answer, else the request is made again.
-    """
-    began = timezone.now()
-    try:
-        return _create_run_once(request, body, thread_id, stateless=stateless)
-    except Unavailable as exc:
-        if thread_id is None or not met_while_committing(exc):
-            raise
-    kind = Run.Kind.START if body.command is None else Run.Kind.RESUME
-    made = retry_transient(_run_made_since)(thread_id, kind, request.user, began)
-    if made is not None:
-        log.warning("run %s was created before the fault hit its commit; answering it", made.pk)
-        return made
-    return _create_run_once(request, body, thread_id, stateless=stateless)
-
-
-@retry_transient
-def _run_made_since(thread_id: uuid.UUID, kind: str, user, began) -> Run | None:
-    runs = Run.objects.select_related("thread").filter(
-        thread_id=thread_id, kind=kind, created_at__gte=began
-    )
-    if user is not None and user.is_authenticated:
-        runs = runs.filter(created_by=user)
-    return runs.order_by("-created_at").first()
-
-
-@retry_transient
-def _create_run_once(
-    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
-) -> Run:
-    if body.interrupt_before or body.interrupt_after:
-        raise errors.Invalid("interrupt_before/interrupt_after are not supported.")
-    checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
-    # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
-    command = body.command.dict(exclude_unset=True) if body.command is not None else None
-    return lg_services.run_create(
-        user=request.user,
-        assistant_id=body.assistant_id,
-        # A thread's run is created under the thread's lock, read once for all of it.
-        thread_id=None if stateless else thread_id,
-        if_not_exists=body.if_not_exists,
-        new_thread_id=thread_id if stateless else None,
-        input=body.input,
-        command=command,
-        metadata=body.metadata,
-        webhook=body.webhook,
-        checkpoint_id=checkpoint_id,
-        stream_modes=run_stream_modes(body.stream_mode, body.stream_subgraphs),
-        stream_subgraphs=body.stream_subgraphs,
-        lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
-    )
-
-
 # A thread stream also takes "run_modes": the modes its run was started with.
 THREAD_STREAM_MODES = (*STREAM_MODES, "run_modes")
 
 # Repeated `?stream_mode=` query parameters (a list would otherwise be read from a body).
 MODES_QUERY = Query(None)
-
-# A client that sends edited arguments as text marks itself with this header.
-LENIENT_HEADER = "X-HITL-Lenient-Edits"
 
 
 def _location(request: HttpRequest, run: Run) -> str:
@@ -227,7 +163,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
     # Listen before the run exists: its first events cannot be missed.
     sub = await ThreadSubscription(thread_id).open()
     try:
-        run = await released(_create_run)(request, body, thread_id, stateless=stateless)
+        run = await released(create_run)(request, body, thread_id, stateless=stateless)
     except BaseException:
         await sub.close()
         raise
@@ -237,7 +173,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
 async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
     thread_id = thread_id or uuid.uuid4()
     async with ThreadSubscription(thread_id, status_only=True) as sub:
-        run = await released(_create_run)(request, body, thread_id, stateless=stateless)
+        run = await released(create_run)(request, body, thread_id, stateless=stateless)
         run = await wait_for_run(
             run.pk,
             _wait_seconds(),
@@ -447,7 +383,7 @@ def thread_history_get(
 
 @api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
-    run = _create_run(request, body, thread_id, stateless=False)
+    run = create_run(request, body, thread_id, stateless=False)
     _name_run(request, response, run)
     # The run as created (LangGraph answers "pending"), not as a worker may have it now.
     return serializers.run_json(run)
@@ -455,7 +391,7 @@ def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: Run
 
 @api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
-    run = _create_run(request, body, None, stateless=True)
+    run = create_run(request, body, None, stateless=True)
     _name_run(request, response, run)
     return serializers.run_json(run)
 
@@ -610,7 +546,7 @@ def runs_create_batch(request, body: list[RunCreateIn]):
     if not 0 < len(body) <= MAX_BATCH:
         raise errors.Invalid(f"Send from 1 to {MAX_BATCH} runs.")
     with transaction.atomic():
-        runs = [_create_run(request, item, None, stateless=True) for item in body]
+        runs = [create_run(request, item, None, stateless=True) for item in body]
     return [serializers.run_json(run) for run in runs]
 
 

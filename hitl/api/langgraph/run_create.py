@@ -1,0 +1,83 @@
+"""Create a /langgraph run from a request, repeating it across a dropped database session."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.http import HttpRequest
+from django.utils import timezone
+
+from hitl.api.langgraph import services as lg_services
+from hitl.api.langgraph.schemas import RunCreateIn
+from hitl.api.langgraph.streaming import run_stream_modes
+from hitl.core import errors
+from hitl.core.db.retry import met_while_committing, retry_transient
+from hitl.core.errors import Unavailable
+from hitl.core.models import Run
+
+log = logging.getLogger(__name__)
+
+# A client that sends edited arguments as text marks itself with this header.
+LENIENT_HEADER = "X-HITL-Lenient-Edits"
+
+
+def create_run(
+    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
+) -> Run:
+    """Start or resume a run: one transaction (run_create's), so a fault before its
+    commit leaves nothing behind and the whole of it is repeated (retry_transient).
+
+    A fault that struck the COMMIT leaves it unknown whether the run was created: the
+    thread is read for a run of this request's kind by this user created since the
+    first attempt; found, it is the answer, else the request is made again.
+    """
+    began = timezone.now()
+    try:
+        return _create_run_once(request, body, thread_id, stateless=stateless)
+    except Unavailable as exc:
+        if thread_id is None or not met_while_committing(exc):
+            raise
+    kind = Run.Kind.START if body.command is None else Run.Kind.RESUME
+    made = retry_transient(_run_made_since)(thread_id, kind, request.user, began)
+    if made is not None:
+        log.warning("run %s was created before the fault hit its commit; answering it", made.pk)
+        return made
+    return _create_run_once(request, body, thread_id, stateless=stateless)
+
+
+@retry_transient
+def _run_made_since(thread_id: uuid.UUID, kind: str, user, began) -> Run | None:
+    runs = Run.objects.select_related("thread").filter(
+        thread_id=thread_id, kind=kind, created_at__gte=began
+    )
+    if user is not None and user.is_authenticated:
+        runs = runs.filter(created_by=user)
+    return runs.order_by("-created_at").first()
+
+
+@retry_transient
+def _create_run_once(
+    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
+) -> Run:
+    if body.interrupt_before or body.interrupt_after:
+        raise errors.Invalid("interrupt_before/interrupt_after are not supported.")
+    checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
+    # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
+    command = body.command.dict(exclude_unset=True) if body.command is not None else None
+    return lg_services.run_create(
+        user=request.user,
+        assistant_id=body.assistant_id,
+        # A thread's run is created under the thread's lock, read once for all of it.
+        thread_id=None if stateless else thread_id,
+        if_not_exists=body.if_not_exists,
+        new_thread_id=thread_id if stateless else None,
+        input=body.input,
+        command=command,
+        metadata=body.metadata,
+        webhook=body.webhook,
+        checkpoint_id=checkpoint_id,
+        stream_modes=run_stream_modes(body.stream_mode, body.stream_subgraphs),
+        stream_subgraphs=body.stream_subgraphs,
+        lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
+    )
