@@ -52,6 +52,7 @@ from hitl.core.live import eventlog
 from hitl.core.live.events import RunEnd
 from hitl.core.live.waiting import ThreadSubscription, released, wait_for_run
 from hitl.core.models import Run, Thread
+from hitl.core.runs.assistants import assistant_get
 
 log = logging.getLogger(__name__)
 
@@ -273,9 +274,15 @@ def _threads_query(request, metadata: dict[str, Any] | None, status: str | None)
             qs = qs.filter(graph=value)
         elif key == "assistant_id":
             try:
-                qs = qs.filter(graph=lg_services.graph_for_assistant(str(value)))
+                assistant = assistant_get(str(value))
             except errors.NotFound:
                 qs = qs.none()
+            else:
+                qs = (
+                    qs.filter(graph=assistant.graph)
+                    if assistant.is_default
+                    else qs.filter(metadata__assistant_id=assistant.assistant_id)
+                )
         elif not key.isidentifier():
             raise errors.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
         else:

@@ -122,6 +122,10 @@ class Run(models.Model):
     # checkpoints, subgraphs): runs nobody asked that of stream as before.
     stream_modes = models.JSONField(default=list, blank=True)
     stream_subgraphs = models.BooleanField(default=False)
+    # The assistant the run was started on, at the version it had then (blank: a
+    # registered graph's default assistant, which has no config of its own).
+    assistant_id = models.CharField(max_length=100, blank=True)
+    assistant_version = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -414,6 +418,12 @@ class AuditEvent(models.Model):
         THREAD_COPIED = "thread.copied"
         THREAD_STATE_UPDATED = "thread.state_updated"
         THREAD_FORKED = "thread.forked"
+        ASSISTANT_CREATED = "assistant.created"
+        ASSISTANT_UPDATED = "assistant.updated"
+        ASSISTANT_DELETED = "assistant.deleted"
+        CRON_CREATED = "cron.created"
+        CRON_FIRED = "cron.fired"
+        CRON_DELETED = "cron.deleted"
 
     id = models.BigAutoField(primary_key=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -526,6 +536,7 @@ from hitl.core.models.approvals import (  # noqa: E402
 )
 
 # Notification settings and outbox, claims and snoozes, in their own modules.
+from hitl.core.models.assistants import Assistant, AssistantVersion, Cron, CronFire  # noqa: E402
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze  # noqa: E402
 from hitl.core.models.notify import (  # noqa: E402
     GroupNotificationSettings,
@@ -538,6 +549,10 @@ from hitl.core.models.sso import SsoIdentity  # noqa: E402
 
 __all__ = [
     "ApiToken",
+    "Assistant",
+    "AssistantVersion",
+    "Cron",
+    "CronFire",
     "Approval",
     "Artifact",
     "AuditEvent",

@@ -27,6 +27,7 @@ from hitl.core.live import agui, events
 from hitl.core.live.agui import jsonable
 from hitl.core.models import Run
 from hitl.core.registry import registry
+from hitl.core.runs.assistants import assistant_run_settings, merge_run_config
 
 # The sync saver, for callers that read a run's checkpoints outside the engine's loop.
 from hitl.core.runs.graphs import checkpointer  # noqa: F401
@@ -196,7 +197,12 @@ def _publish_all(thread_id: Any, batch: list[dict[str, Any]]) -> None:
 
 
 async def _stream_run(
-    graph: Any, config: dict[str, Any], run: Run, hold: Hold, listened: bool
+    graph: Any,
+    config: dict[str, Any],
+    run: Run,
+    hold: Hold,
+    listened: bool,
+    context: dict[str, Any] | None = None,
 ) -> Any:
     """Stream the run on the engine's loop: (interrupts, values), or _CANCELLED.
 
@@ -222,7 +228,12 @@ async def _stream_run(
                 if client_modes:
                     modes = agui.STREAM_MODES + sorted(client_modes - set(agui.STREAM_MODES))
                 async for item in graph.astream(
-                    graph_input, config, stream_mode=modes, durability="sync", subgraphs=subgraphs
+                    graph_input,
+                    config,
+                    stream_mode=modes,
+                    durability="sync",
+                    subgraphs=subgraphs,
+                    context=context,
                 ):
                     ns, mode, chunk = item if subgraphs else ((), *item)
                     if not ns:
@@ -309,6 +320,9 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
         "recursion_limit": 100,
     }
+    # The assistant's config and context (the version the run started on) go under ours.
+    assistant_config, context = assistant_run_settings(run.assistant_id, run.assistant_version)
+    config = merge_run_config(config, assistant_config)
     hold = leases.hold(str(run.pk), worker)
     started = time.monotonic()
     try:
@@ -321,7 +335,7 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         if listened:
             events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         _release_connection()
-        ended = engine.call(_stream_run(graph, config, run, hold, listened))
+        ended = engine.call(_stream_run(graph, config, run, hold, listened, context or None))
         if ended is _CANCELLED:
             log.info("run %s stopped: cancelled or taken over", run.pk)
             return "cancelled", 0.0
