@@ -451,6 +451,9 @@ HITL_CHECKPOINT_URL = envstr(
     "HITL_CHECKPOINT_URL", DATABASE_URL or f"sqlite:///{VAR_DIR / 'checkpoints.sqlite3'}"
 )
 HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
+# LangGraph's long-term store (graphs' get_store(), /langgraph/store); empty: the
+# checkpointer's database (PostgresStore on its pool, or its SQLite file).
+HITL_STORE_URL = envstr("HITL_STORE_URL", "")
 # A request whose work is safe to repeat (reads, and state changes made in one
 # transaction that re-checks its preconditions) is repeated in the server for this
 # long while the database drops sessions; a longer outage is a 503 + Retry-After.

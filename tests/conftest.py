@@ -409,3 +409,13 @@ def asgi_server(test_database_url, tmp_path, transactional_db) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:  # also when it never listened: no daphne outlives its test
         proc.stop()
+
+
+def store_clear() -> None:
+    """Empty LangGraph's store (its tables are not Django's: a flush leaves them)."""
+    from hitl.core.runs.graphs import store
+
+    kept = store()
+    for namespace in kept.list_namespaces(limit=10_000):
+        for item in kept.search(namespace, limit=10_000):
+            kept.delete(item.namespace, item.key)

@@ -3,41 +3,14 @@ against a real daphne server and a real Celery worker."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
 from hitl.core.models import Assistant, AuditEvent, Run
 from hitl.core.registry import registry
-from tests.api.conftest import STACK_ENV, Stack, sdk_client, start_daphne
-from tests.api.parity_graphs import PARITY_GRAPHS, TARGETS
-from tests.conftest import start_celery_worker
+from tests.api.conftest import sdk_client
 
 pytestmark = pytest.mark.postgres
-
-ENV = {**STACK_ENV, "HITL_EXTRA_GRAPHS": PARITY_GRAPHS}
-
-
-@pytest.fixture(scope="module")
-def parity_stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
-    log_dir = tmp_path_factory.mktemp("parity")
-    worker = start_celery_worker(
-        test_database_url, log_dir / "celery.log", name="parity", concurrency=2, **ENV
-    )
-    server, base_url = start_daphne(test_database_url, log_dir / "daphne.log", **ENV)
-    try:
-        yield Stack(base_url=base_url, log_dir=log_dir)
-    finally:
-        server.stop()
-        worker.stop()
-
-
-@pytest.fixture
-def plive(parity_stack, transactional_db, monkeypatch) -> Stack:
-    for name, target in TARGETS.items():
-        monkeypatch.setitem(registry.targets, name, target)
-    return parity_stack
 
 
 def _status(call) -> int:
@@ -46,8 +19,8 @@ def _status(call) -> int:
     return caught.value.response.status_code
 
 
-def test_an_assistant_is_created_versioned_and_set_back(plive, requester):
-    client = sdk_client(plive.base_url, requester)
+def test_an_assistant_is_created_versioned_and_set_back(parity, requester):
+    client = sdk_client(parity.base_url, requester)
     made = client.assistants.create(
         "echo_config",
         config={"configurable": {"model": "small"}, "recursion_limit": 9},
@@ -92,8 +65,8 @@ def test_an_assistant_is_created_versioned_and_set_back(plive, requester):
     assert not Assistant.objects.exists()
 
 
-def test_search_and_count_include_the_defaults_and_count_is_not_capped(plive, requester):
-    client = sdk_client(plive.base_url, requester)
+def test_search_and_count_include_the_defaults_and_count_is_not_capped(parity, requester):
+    client = sdk_client(parity.base_url, requester)
     defaults = len(registry.names())
     assert client.assistants.count() == defaults
     for n in range(3):
@@ -113,8 +86,8 @@ def test_search_and_count_include_the_defaults_and_count_is_not_capped(plive, re
     assert _status(lambda: client.assistants.count(graph_id="nope")) == 404
 
 
-def test_a_run_on_an_assistant_gets_its_config_and_context(plive, requester):
-    client = sdk_client(plive.base_url, requester)
+def test_a_run_on_an_assistant_gets_its_config_and_context(parity, requester):
+    client = sdk_client(parity.base_url, requester)
     made = client.assistants.create(
         "echo_config",
         config={"configurable": {"model": "small"}, "recursion_limit": 9, "tags": ["t1"]},
@@ -150,11 +123,11 @@ def test_a_run_on_an_assistant_gets_its_config_and_context(plive, requester):
     assert plain["seen"]["configurable"] == {} and plain["seen"]["context"] is None
 
 
-def test_only_its_creator_or_the_permission_changes_an_assistant(plive, requester, reviewer):
+def test_only_its_creator_or_the_permission_changes_an_assistant(parity, requester, reviewer):
     from django.contrib.auth.models import Permission
 
-    mine = sdk_client(plive.base_url, requester).assistants.create("echo_config", name="mine")
-    other = sdk_client(plive.base_url, reviewer)
+    mine = sdk_client(parity.base_url, requester).assistants.create("echo_config", name="mine")
+    other = sdk_client(parity.base_url, reviewer)
     assert other.assistants.get(mine["assistant_id"])["name"] == "mine"  # visible to all
     assert _status(lambda: other.assistants.update(mine["assistant_id"], name="x")) == 403
     assert _status(lambda: other.assistants.delete(mine["assistant_id"])) == 403
@@ -164,8 +137,8 @@ def test_only_its_creator_or_the_permission_changes_an_assistant(plive, requeste
     assert other.assistants.update(mine["assistant_id"], name="x")["name"] == "x"
 
 
-def test_default_assistants_cannot_be_changed_and_bad_input_is_a_clear_4xx(plive, requester):
-    client = sdk_client(plive.base_url, requester)
+def test_default_assistants_cannot_be_changed_and_bad_input_is_a_clear_4xx(parity, requester):
+    client = sdk_client(parity.base_url, requester)
     default_id = client.assistants.get("approval")["assistant_id"]
     assert _status(lambda: client.assistants.update(default_id, name="x")) == 409
     assert _status(lambda: client.assistants.delete("approval")) == 409

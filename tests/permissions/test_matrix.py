@@ -21,6 +21,7 @@ from hitl.core.models import ApiToken, Assistant, AuditEvent, HumanInterrupt, Ru
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze
 from hitl.core.models.notify import NotificationPreference
 from hitl.core.runs.assistants import assistant_create
+from tests.conftest import store_clear
 from tests.permissions.conftest import FILE_BODY, FILE_PATH, TITLE, World
 from tests.permissions.matrix import ACTIONS, CELLS, README, ROLES, expected, read_table
 
@@ -352,6 +353,27 @@ def assistant_delete_langgraph(w: World) -> str:
     return changed(api_cell(response), not Assistant.objects.filter(pk=pk).exists())
 
 
+def store_put_langgraph(w: World) -> str:
+    from hitl.core.runs.graphs import store
+
+    store_clear()
+    body = {"namespace": ["matrix", w.role], "key": "k", "value": {"v": 1}}
+    response = w.api("put", "/langgraph/store/items", body)
+    return changed(api_cell(response), store().get(("matrix", w.role), "k") is not None)
+
+
+def store_get_langgraph(w: World) -> str:
+    from hitl.core.runs.graphs import store
+
+    store_clear()
+    store().put(("matrix", "read", w.role), "k", {"v": "secret"})
+    response = w.api(
+        "get", "/langgraph/store/items", {"namespace": f"matrix.read.{w.role}", "key": "k"}
+    )
+    cell = api_cell(response)
+    return cell if cell != "yes" or b"secret" in response.content else "yes, but no item"
+
+
 SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "start_thread": {
         "page": start_thread_page,
@@ -385,6 +407,7 @@ SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "revoke_token": {"page": revoke_token_page},
     "notify_settings": {"page": notify_settings_page},
     "assistant_create": {"langgraph": assistant_create_langgraph},
+    "store": {"put": store_put_langgraph, "get": store_get_langgraph},
     "assistant_change": {
         "update": assistant_update_langgraph,
         "delete": assistant_delete_langgraph,

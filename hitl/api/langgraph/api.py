@@ -28,6 +28,7 @@ from ninja.security import SessionAuth
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import assistants, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
+from hitl.api.langgraph import store as lg_store
 from hitl.api.langgraph.run_create import create_run
 from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
@@ -85,6 +86,7 @@ api = NinjaAPI(
 
 install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 api.add_router("/assistants", assistants.router)
+api.add_router("/store", lg_store.router)
 
 
 def _wait_seconds(requested: float | None = None) -> float:

@@ -29,6 +29,9 @@ class Assistant(models.Model):
             # assistants.search by graph_id, newest first
             models.Index(fields=["graph", "-created_at"], name="assistant_graph_created"),
         ]
+        permissions = [
+            ("use_store", "Can read and write LangGraph's store through /langgraph/store"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.graph} v{self.version})"
