@@ -19,6 +19,7 @@ from agents.checkpoint import _sqlite_path, aget_checkpointer, get_checkpointer
 _lock = threading.Lock()
 _cache: dict[str, tuple[int, Any]] = {}
 _acache: dict[Any, dict[str, Any]] = {}
+_alocks: dict[Any, Any] = {}
 _SETUP_LOCK_ID = 0x4C47_5354  # "LGST": serializes the store's migrations across processes
 
 
@@ -48,7 +49,10 @@ def _make(url: str, pool_size: int) -> Any:
         from langgraph.store.sqlite import SqliteStore
 
         store = SqliteStore(_sqlite_conn(url))
-        store.setup()
+        try:
+            store.setup()
+        except sqlite3.IntegrityError:  # another process ran the same migration first
+            store.setup()
         return store
     raise ValueError(f"Unsupported store URL {url!r} (postgres://… or sqlite:///path).")
 
@@ -90,7 +94,10 @@ async def _amake(url: str, pool_size: int) -> Any:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=20000")
         store = AsyncSqliteStore(conn)
-        await store.setup()
+        try:
+            await store.setup()
+        except sqlite3.IntegrityError:  # another process ran the same migration first
+            await store.setup()
         return store
     raise ValueError(f"Unsupported store URL {url!r} (postgres://… or sqlite:///path).")
 
@@ -99,9 +106,13 @@ async def astore_for(url: str, pool_size: int = 4) -> Any:
     """The async store for `url`, made once per event loop (the run engine's own)."""
     import asyncio
 
-    cache = _acache.setdefault(asyncio.get_running_loop(), {})
-    if url not in cache:
-        cache[url] = await _amake(url, pool_size)
+    loop = asyncio.get_running_loop()
+    cache = _acache.setdefault(loop, {})
+    # Runs starting together ask at once: one makes it (and runs its setup), the rest wait.
+    lock = _alocks.setdefault(loop, asyncio.Lock())
+    async with lock:
+        if url not in cache:
+            cache[url] = await _amake(url, pool_size)
     return cache[url]
 
 
@@ -110,6 +121,7 @@ async def aclose_stores() -> None:
     checkpointer's pool, closed with it)."""
     import asyncio
 
+    _alocks.pop(asyncio.get_running_loop(), None)
     for store in _acache.pop(asyncio.get_running_loop(), {}).values():
         if type(store.conn).__module__.startswith("aiosqlite"):
             await store.conn.close()

@@ -380,7 +380,14 @@ HITL_UNDO_SECONDS = envfloat("HITL_UNDO_SECONDS", 5.0)
 # Milliseconds one decision rule's condition may take on one interrupt; past that the
 # rule fails on it and the item goes to people.
 HITL_RULE_BUDGET_MS = envint("HITL_RULE_BUDGET_MS", 200)
+# How often beat looks for due crons (/langgraph crons): a tick fires this late at most.
+HITL_CRON_SWEEP_SECONDS = envfloat("HITL_CRON_SWEEP_SECONDS", 5.0)
 CELERY_BEAT_SCHEDULE = {
+    "hitl-fire-crons": {
+        "task": "hitl.maintenance.fire_crons",
+        "schedule": HITL_CRON_SWEEP_SECONDS,
+        "options": {"expires": HITL_CRON_SWEEP_SECONDS},
+    },
     "hitl-expire-interrupts": {
         "task": "hitl.maintenance.expire_interrupts",
         "schedule": HITL_EXPIRY_SWEEP_SECONDS,

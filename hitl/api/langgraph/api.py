@@ -26,7 +26,7 @@ from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
-from hitl.api.langgraph import assistants, serializers, state, thread_verbs
+from hitl.api.langgraph import assistants, crons, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import store as lg_store
 from hitl.api.langgraph.run_create import create_run
@@ -87,6 +87,7 @@ api = NinjaAPI(
 install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 api.add_router("/assistants", assistants.router)
 api.add_router("/store", lg_store.router)
+api.add_router("/runs/crons", crons.router)
 
 
 def _wait_seconds(requested: float | None = None) -> float:
@@ -438,6 +439,13 @@ def runs_list(
     if status:
         runs = runs.filter(status__in=serializers.RUN_STATUS_FILTER[status])
     return [serializers.run_json(r, thread.graph) for r in runs[offset : offset + limit]]
+
+
+# Before /threads/{thread_id}/runs/{run_id}, which would take "crons" for a run id.
+@api.post("/threads/{thread_id}/runs/crons", response={200: dict, **ERRORS}, tags=["crons"])
+def thread_crons_create(request, thread_id: uuid.UUID, body: crons.CronCreateIn):
+    """Schedule runs of an assistant on this thread (a tick while it is busy is skipped)."""
+    return crons.create_cron(request, body, thread_id)
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])

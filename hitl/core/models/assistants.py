@@ -69,6 +69,8 @@ class Cron(models.Model):
         "hitl.Thread", null=True, blank=True, on_delete=models.CASCADE, related_name="crons"
     )
     schedule = models.CharField(max_length=200)
+    # IANA name the schedule is read in (blank: UTC).
+    timezone = models.CharField(max_length=64, blank=True)
     # What each run gets: input, metadata, config, context, webhook ... (as the request).
     payload = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
