@@ -11,7 +11,9 @@ from hitl.api.langgraph.streaming import STREAM_MODES
 
 SortOrder = Literal["asc", "desc"]
 MAX_OFFSET = 1_000_000_000  # beyond it SQL OFFSET arithmetic would overflow
-StreamModes = list[Literal[STREAM_MODES]] | Literal[STREAM_MODES] | None  # type: ignore[valid-type]
+# "tools" and "lifecycle" parse, to be refused as LangGraph Server refuses them (run_create).
+_MODES = (*STREAM_MODES, "tools", "lifecycle")
+StreamModes = list[Literal[_MODES]] | Literal[_MODES] | None  # type: ignore[valid-type]
 
 
 AssistantField = Literal[
