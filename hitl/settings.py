@@ -470,6 +470,9 @@ HITL_DB_RETRY_SECONDS = envfloat("HITL_DB_RETRY_SECONDS", 2.0)
 HITL_GRAPHS = {
     # The ReAct demo agent: clarification, files, approval, final result.
     "demo": "agents.graphs.demo:demo_graph",
+    # The same demo as LangChain v1 builds it: create_agent + HumanInTheLoopMiddleware,
+    # pausing in the middleware's format (action_requests / decisions).
+    "demo_v1": "agents.graphs.agent_v1:agent_v1_graph",
     "approval": "agents.graphs.examples:approval_graph",
     "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
     "middleware_review": "agents.graphs.examples:middleware_graph",
