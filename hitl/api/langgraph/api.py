@@ -242,7 +242,7 @@ def info(request):
     return {
         "version": "hitl-1",
         "langgraph_py_version": "1",
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "flags": {"assistants": True, "crons": True, "store": True, "langsmith": False},
         "host": {"kind": "hitl"},
     }
 
