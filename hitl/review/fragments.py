@@ -91,8 +91,10 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         decision = f"was answered automatically on expiry ({row.response_type})"
     else:
         decision = f"is {row.get_status_display().lower()}"
-    if row.undo_until is not None and row.undo_until > timezone.now():
-        decision += " (they can still undo it for a few seconds)"
+    # Seconds left to undo: the page drops the words when they run out (live.js).
+    undo_seconds = 0.0
+    if row.undo_until is not None:
+        undo_seconds = max(0.0, (row.undo_until - timezone.now()).total_seconds())
     who = (
         row.responded_by.get_username()
         if row.responded_by
@@ -109,6 +111,7 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         "row": row,
         "who": who,
         "decision": decision,
+        "undo_seconds": round(undo_seconds, 1),
         "final_json": pretty_json(final) if final not in (None, {}) else "",
         "response_text": answer if row.response_type == "response" else "",
     }
