@@ -20,6 +20,7 @@ from hitl.core.access.permissions import (
 )
 from hitl.core.audit import audit_for_thread
 from hitl.core.decisions import quorum
+from hitl.core.decisions.rule_stats import dry_run_opinions
 from hitl.core.live import events
 from hitl.core.models import Approval, HumanInterrupt, Run, Thread
 from hitl.review.batch import batch_context, label_decided
@@ -53,10 +54,15 @@ def interrupt_context(
     form: DecisionForm | None = None,
     error: str = "",
     user=None,
+    opinions: list[str] | None = None,
 ) -> dict[str, Any]:
+    """One card; `opinions`: its dry-run rules' (rule_stats.dry_run_opinions), read if None."""
     form = form or DecisionForm(interrupt=row)
     raw = row.raw_value
+    if opinions is None:
+        opinions = dry_run_opinions([row])[row.pk]
     return {
+        "rule_opinions": opinions,
         "approve_refused": approve_refusal(row, user) if can_answer else "",
         "row": row,
         "form": form,

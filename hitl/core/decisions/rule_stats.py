@@ -11,6 +11,24 @@ from hitl.core.models import AuditEvent, DecisionRule, HumanInterrupt, RuleHit
 
 # A rule's outcome and the human decision type that agrees with it.
 AGREES = {"accept": "accept", "ignore": "ignore", "respond": "response"}
+WOULD_HAVE = {"accept": "accepted", "ignore": "ignored", "respond": "answered"}
+
+
+def dry_run_opinions(rows: list[HumanInterrupt]) -> dict[Any, list[str]]:
+    """What the dry-run rules that matched each interrupt would have done with it, as the
+    card says it ("Rule internal-mail v2 would have accepted this."): one query for all."""
+    out: dict[Any, list[str]] = {row.pk: [] for row in rows}
+    hits = (
+        RuleHit.objects.filter(interrupt__in=rows, mode=DecisionRule.Mode.DRY_RUN, error="")
+        .select_related("rule")
+        .order_by("created_at", "id")
+    )
+    for hit in hits:
+        words = WOULD_HAVE.get(hit.outcome, hit.outcome)
+        line = f"Rule {hit.rule.name} v{hit.rule_version} would have {words} this."
+        if line not in out[hit.interrupt_id]:
+            out[hit.interrupt_id].append(line)
+    return out
 
 
 @dataclass
