@@ -15,6 +15,7 @@ from hitl.core.access.permissions import user_can_change_assistant
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
 from hitl.core.models import Assistant, AssistantVersion
 from hitl.core.registry import registry
+from hitl.core.runs.inputs import graph_description
 
 DEFAULT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -54,6 +55,7 @@ def _default(graph: str) -> AssistantSpec:
         assistant_id=default_assistant_id(graph),
         graph=graph,
         name=graph,
+        description=graph_description(graph) or None,
         metadata={"created_by": "system", "target": registry.targets[graph]},
         is_default=True,
     )
