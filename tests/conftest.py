@@ -115,9 +115,10 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
         # Set up its tables now, outside any test's transaction: their CREATE INDEX
         # CONCURRENTLY waits for every transaction holding a snapshot, and a test's own
         # transaction would then wait for the setup it started.
-        from hitl.core.runs.graphs import checkpointer
+        from hitl.core.runs.graphs import checkpointer, store
 
         checkpointer()
+        store()  # the same for the store's tables
     else:
         settings.HITL_CHECKPOINT_URL = (
             f"sqlite:///{tmp_path_factory.mktemp('cp') / 'checkpoints.sqlite3'}"
