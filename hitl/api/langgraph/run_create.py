@@ -75,6 +75,8 @@ def _create_run_once(
         input=body.input,
         command=command,
         metadata=body.metadata,
+        config=body.config,
+        context=body.context,
         webhook=body.webhook,
         checkpoint_id=checkpoint_id,
         stream_modes=run_stream_modes(body.stream_mode, body.stream_subgraphs),

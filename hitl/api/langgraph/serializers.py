@@ -134,6 +134,8 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
     else:
         kwargs["input"] = run.input
         kwargs["command"] = None
+    kwargs["config"] = run.config or {}
+    kwargs["context"] = run.context or {}
     data: dict[str, Any] = {
         "run_id": str(run.pk),
         "thread_id": str(run.thread_id),

@@ -20,6 +20,7 @@ from hitl.core.decisions.resume import resume_command
 from hitl.core.errors import check_storable
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
+from hitl.core.runs.config import run_config_merge
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 ASSISTANT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
@@ -40,6 +41,11 @@ def graph_for_assistant(assistant_id: str) -> str:
     raise errors.NotFound(
         f"No assistant {assistant_id!r}; registered graphs: {', '.join(registry.names())}."
     )
+
+
+def assistant_defaults(assistant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config and context an assistant gives its runs (a registered graph: none)."""
+    return {}, {}
 
 
 def _check_metadata(metadata: Any) -> dict[str, Any]:
@@ -113,6 +119,8 @@ def run_create(
     stream_subgraphs: bool = False,
     thread_id: uuid.UUID | None = None,
     if_not_exists: str | None = None,
+    config: Any = None,
+    context: Any = None,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -123,6 +131,13 @@ def run_create(
     """
     graph = graph_for_assistant(assistant_id)
     metadata = _check_metadata(metadata)
+    base_config, base_context = assistant_defaults(assistant_id)
+    run_config, run_context = run_config_merge(
+        config=config,
+        context=context,
+        assistant_config=base_config,
+        assistant_context=base_context,
+    )
     check_storable(input, "input")
     check_storable(command, "command")
     if webhook:
@@ -138,13 +153,10 @@ def run_create(
             )
         if "resume" not in command:
             raise errors.Invalid('A command needs "resume".')
-        if input is not None:
+        # Agent Chat UI sends `input: {}` beside its command: empty input is no input.
+        if input not in (None, {}, [], ""):
             raise errors.Invalid("Send either input or command, not both.")
-        if checkpoint_id:
-            raise errors.Invalid(
-                "A resume answers the latest checkpoint's interrupts; start a run from an "
-                "earlier checkpoint with input instead."
-            )
+        input = None
     with transaction.atomic():
         locked = False
         if thread_id is not None:
@@ -159,6 +171,11 @@ def run_create(
             thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
         if checkpoint_id:
             check_checkpoint(thread, checkpoint_id)
+            if command is not None and checkpoint_id != head_checkpoint_id(thread):
+                raise errors.Invalid(
+                    "A resume answers the latest checkpoint's interrupts; start a run from "
+                    "an earlier checkpoint with input instead."
+                )
         if command is None:
             return runs.run_start(
                 graph=graph,
@@ -171,10 +188,15 @@ def run_create(
                 stream_modes=stream_modes,
                 stream_subgraphs=stream_subgraphs,
                 thread_locked=locked,
+                run_config=run_config,
+                run_context=run_context,
             )
         if thread.graph != graph:
             raise errors.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
         fields = {"metadata": metadata, "webhook": webhook or ""}
+        if config is not None or context is not None or base_config or base_context:
+            # Else the resume inherits the paused run's (as a reviewer's answer does).
+            fields.update(config=run_config, context=run_context)
         if stream_modes:
             fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
         return resume_command(
@@ -205,6 +227,15 @@ def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
     config["configurable"]["checkpoint_id"] = checkpoint_id
     if checkpointer().get_tuple(config) is None:
         raise errors.NotFound(f"Thread {thread.pk} has no checkpoint {checkpoint_id!r}.")
+
+
+def head_checkpoint_id(thread: Thread) -> str | None:
+    """The id of the thread's latest checkpoint (what useStream names in a resume)."""
+    from hitl.core.runs.graphs import checkpointer
+
+    config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
+    latest = checkpointer().get_tuple(config)
+    return latest.config["configurable"].get("checkpoint_id") if latest else None
 
 
 def run_cancel(*, run: Run, user) -> Run:

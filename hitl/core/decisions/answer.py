@@ -401,6 +401,10 @@ def resume_when_answered(
     fields = dict(run_fields or {})
     # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
     fields["webhook"] = fields.get("webhook") or (row.run.webhook if row.run_id else "")
+    # The graph goes on with the config and context it paused with, unless the resume
+    # request brought its own (a /langgraph client's config or context).
+    if "config" not in fields and row.run_id:
+        fields.update(config=row.run.config, context=row.run.context)
     run = Run(
         thread=thread,
         kind=Run.Kind.RESUME,

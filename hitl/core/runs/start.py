@@ -77,6 +77,8 @@ def run_start(
     stream_modes: list[str] | None = None,
     stream_subgraphs: bool = False,
     thread_locked: bool = False,
+    run_config: dict[str, Any] | None = None,
+    run_context: dict[str, Any] | None = None,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -129,6 +131,8 @@ def run_start(
             checkpoint_id=checkpoint_id or "",
             stream_modes=stream_modes or [],
             stream_subgraphs=stream_subgraphs,
+            config=run_config or {},
+            context=run_context or {},
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )

@@ -27,6 +27,7 @@ from hitl.core.live import agui, events
 from hitl.core.live.agui import jsonable
 from hitl.core.models import Run
 from hitl.core.registry import registry
+from hitl.core.runs.config import graph_config, graph_context
 
 # The sync saver, for callers that read a run's checkpoints outside the engine's loop.
 from hitl.core.runs.graphs import checkpointer  # noqa: F401
@@ -222,7 +223,12 @@ async def _stream_run(
                 if client_modes:
                     modes = agui.STREAM_MODES + sorted(client_modes - set(agui.STREAM_MODES))
                 async for item in graph.astream(
-                    graph_input, config, stream_mode=modes, durability="sync", subgraphs=subgraphs
+                    graph_input,
+                    config,
+                    context=graph_context(graph, run.context),
+                    stream_mode=modes,
+                    durability="sync",
+                    subgraphs=subgraphs,
                 ):
                     ns, mode, chunk = item if subgraphs else ((), *item)
                     if not ns:
@@ -299,16 +305,17 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         return ("busy" if retry_after else "skipped"), retry_after
     thread = run.thread
     logcontext.bind(thread_id=thread.pk, run_id=run.pk)
-    config: dict[str, Any] = {
-        # The file store is an object, so it is never written into checkpoints.
-        "configurable": {
+    # The run's own config (a /langgraph client's, merged over its assistant's), with
+    # HITL's keys on top. The file store is an object, so it is never checkpointed.
+    config = graph_config(
+        run.config,
+        {
             "thread_id": str(thread.pk),
             FILES_KEY: thread_files(thread.pk),
             LEDGER_KEY: ThreadToolLedger(thread.pk),
         },
-        "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
-        "recursion_limit": 100,
-    }
+        {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
+    )
     hold = leases.hold(str(run.pk), worker)
     started = time.monotonic()
     try:

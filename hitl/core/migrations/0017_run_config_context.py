@@ -1,0 +1,20 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("hitl", "0016_slack_email_approvals"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="run",
+            name="config",
+            field=models.JSONField(blank=True, default=dict),
+        ),
+        migrations.AddField(
+            model_name="run",
+            name="context",
+            field=models.JSONField(blank=True, default=dict),
+        ),
+    ]
