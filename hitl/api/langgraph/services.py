@@ -190,6 +190,7 @@ def run_create(
                 thread_locked=locked,
                 run_config=run_config,
                 run_context=run_context,
+                supersede=True,
             )
         if thread.graph != graph:
             raise errors.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")

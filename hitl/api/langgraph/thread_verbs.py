@@ -130,7 +130,7 @@ def thread_update_state(
 
     `values=None, as_node="__end__"` is the Agent Inbox's "mark as resolved": it withdraws
     the pending interrupts (as cancelling does). Other updates need a thread with no run
-    in progress and no pending interrupts (answer those instead).
+    in progress; on a paused thread they supersede its pending interrupts.
     """
     if as_node == "__end__" and values in (None, {}):
         thread = runs.thread_cancel(thread=thread, user=user)
@@ -147,10 +147,13 @@ def thread_update_state(
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
         if thread.status == Thread.Status.BUSY:
             raise errors.Conflict("The thread has a run in progress: update it when it pauses.")
-        if thread.interrupts.pending().exists():
-            raise errors.Conflict(
-                "The thread waits on reviewers: answer its interrupts (or cancel them) first."
-            )
+        if thread.status == Thread.Status.INTERRUPTED or thread.interrupts.pending().exists():
+            # As LangGraph Server: the update goes on from the pause, whose interrupts
+            # are superseded (withdrawn, audited, gone live from every page).
+            runs.interrupts_withdraw(thread=thread, user=user, reason=runs.SUPERSEDED)
+            thread.status = Thread.Status.IDLE
+            thread.save(update_fields=["status", "updated_at"])
+            runs.announce_thread(thread)
         config = state._config(thread, checkpoint_id)
         try:
             new_config = graph.update_state(config, values, as_node=as_node)

@@ -1,5 +1,11 @@
 """Runs from the request side: start, resume, cancel, dispatch, fork."""
 
-from hitl.core.runs.start import run_start, thread_cancel
+from hitl.core.runs.start import (
+    SUPERSEDED,
+    announce_thread,
+    interrupts_withdraw,
+    run_start,
+    thread_cancel,
+)
 
-__all__ = ["run_start", "thread_cancel"]
+__all__ = ["SUPERSEDED", "announce_thread", "interrupts_withdraw", "run_start", "thread_cancel"]

@@ -27,6 +27,9 @@ from hitl.core.runs import dispatch
 
 log = logging.getLogger(__name__)
 
+# The audit reason of interrupts withdrawn because the thread went on without them.
+SUPERSEDED = "superseded by new input"
+
 
 def announce_thread(
     thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
@@ -79,6 +82,7 @@ def run_start(
     thread_locked: bool = False,
     run_config: dict[str, Any] | None = None,
     run_context: dict[str, Any] | None = None,
+    supersede: bool = False,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -144,7 +148,9 @@ def run_start(
                 run.thread = thread
             if not user_can_view_thread(user, thread):
                 raise NotFound("No such thread.")
-            if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
+            if supersede and thread.status == Thread.Status.INTERRUPTED:
+                interrupts_withdraw(thread=thread, user=user, reason=SUPERSEDED)
+            elif thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
                 raise Conflict(
                     f"The thread is {thread.status}; answer or cancel it before starting a new run."
                 )
@@ -165,6 +171,33 @@ def run_start(
     return run
 
 
+def interrupts_withdraw(*, thread: Thread, user, reason: str = "") -> None:
+    """Withdraw the thread's pending interrupts (inside the caller's transaction, the
+    thread locked): cancelled, audited with `reason`, gone live from every open page.
+    Decisions under their grace period stay recorded but never resume the thread."""
+    pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
+    thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
+    thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
+    data = {"reason": reason} if reason else None
+    for pk, _ in pending:
+        audit.audit_record(
+            kind=audit.Kind.INTERRUPT_CANCELLED,
+            thread=thread,
+            interrupt_id=pk,
+            actor=user,
+            data=data,
+        )
+    for pk, group_id in pending:
+        transaction.on_commit(
+            lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
+                thread_id=thread.pk,
+                interrupt_id=pk,
+                reviewer_group_id=group_id,
+                status="cancelled",
+            )
+        )
+
+
 @retry_transient
 def thread_cancel(*, thread: Thread, user) -> Thread:
     """Cancel pending interrupts and in-flight runs; a running run stops at its next step."""
@@ -176,17 +209,10 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
                 "hitl.change_thread permission) can cancel it."
             )
         now = timezone.now()
-        pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
         active = list(thread.runs.active().values_list("pk", "status"))
-        thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
-        # Decisions under their grace period stay recorded, but never resume a cancelled thread.
-        thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
         thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
         audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
-        for pk, _ in pending:
-            audit.audit_record(
-                kind=audit.Kind.INTERRUPT_CANCELLED, thread=thread, interrupt_id=pk, actor=user
-            )
+        interrupts_withdraw(thread=thread, user=user)
         for pk, status in active:
             audit.audit_record(
                 kind=audit.Kind.RUN_CANCELLED,
@@ -197,14 +223,5 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
             )
         thread.status = Thread.Status.IDLE
         thread.save(update_fields=["status", "updated_at"])
-        for pk, group_id in pending:
-            transaction.on_commit(
-                lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
-                    thread_id=thread.pk,
-                    interrupt_id=pk,
-                    reviewer_group_id=group_id,
-                    status="cancelled",
-                )
-            )
         announce_thread(thread)
     return thread
