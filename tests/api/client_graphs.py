@@ -26,6 +26,7 @@ TARGETS = {
     "two_approvals": "tests.api.client_graphs:two_approvals_graph",
     "nested": "tests.api.client_graphs:nested_graph",
     "configured": "tests.api.client_graphs:configured_graph",
+    "chatter": "tests.api.client_graphs:chatter_graph",
 }
 CLIENT_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -263,3 +264,24 @@ _configured.add_edge(START, "before")
 _configured.add_edge("before", "ask")
 _configured.add_edge("ask", END)
 configured_graph = _configured.compile()
+
+
+# --- a root-level chat model, then ticks: messages and custom chunks over time -----
+
+
+def _chat(state: TickState) -> dict[str, Any]:
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="one two three four five")]))
+    model.invoke("Say five words")
+    write = get_stream_writer()
+    for i in range(CHATTER_TICKS):
+        write({"tick": i})
+        time.sleep(state.get("pause", 0.2))
+    return {"ticks": CHATTER_TICKS}
+
+
+CHATTER_TICKS = 8
+_chatter = StateGraph(TickState)
+_chatter.add_node("chat", _chat)
+_chatter.add_edge(START, "chat")
+_chatter.add_edge("chat", END)
+chatter_graph = _chatter.compile()

@@ -472,8 +472,9 @@ def test_thread_join_stream_and_run_streams_name_their_location(stack16, reviewe
         body = response.read().decode()
         location = response.headers["location"]
     run_id = _sse_events(body)[0][1]
-    run_path = f"/langgraph/threads/{thread['thread_id']}/runs/{json.loads(run_id)['run_id']}"
-    assert location == f"{stack16.base_url}{run_path}/stream"
+    # As LangGraph Server: a path under the API root (the SDKs join it to their base URL).
+    run_path = f"/threads/{thread['thread_id']}/runs/{json.loads(run_id)['run_id']}"
+    assert location == f"{run_path}/stream"
 
 
 def test_a_run_from_an_earlier_checkpoint_forks_the_thread_from_that_step(stack16, reviewer):

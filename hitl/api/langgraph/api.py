@@ -13,6 +13,7 @@ the UI. Errors are JSON {"detail": "..."} with a 4xx status.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from functools import partial
@@ -130,18 +131,51 @@ def _location(request: HttpRequest, run: Run) -> str:
 
 def _name_run(request: HttpRequest, response, run: Run) -> None:
     response["Content-Location"] = _location(request, run)
-    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
-    # absolute, so it resolves the same under any mount point.
-    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
+    # What the SDKs reconnect to (GET, with Last-Event-ID) when the stream drops: as
+    # LangGraph Server sends it, a path under the API root (the JS SDK prefixes its base
+    # URL to it; httpx joins it to the Python SDK's).
+    response["Location"] = f"/threads/{run.thread_id}/runs/{run.pk}/stream"
+
+
+def _query_modes(values: list[str] | None, allowed=STREAM_MODES) -> list[str]:
+    """`stream_mode` query values as LangGraph Server reads them: repeated, a JSON array,
+    or empty (langgraph_sdk's default `stream_mode=`): [] means the run's own modes."""
+    modes: list[str] = []
+    for value in values or ():
+        if value.startswith("["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):
+                modes.extend(str(m) for m in parsed)
+                continue
+        if value:
+            modes.append(value)
+    unknown = sorted({m for m in modes if m not in allowed})
+    if unknown:
+        raise ModeError(
+            f"Unknown stream_mode {', '.join(map(repr, unknown))}; use {', '.join(allowed)}."
+        )
+    return modes
+
+
+class ModeError(errors.ServiceError):
+    status_code = 422
+
+
+async def _run_modes(run: Run) -> list[str]:
+    """The modes a run was started with (a join or reconnect that names none gets them)."""
+    return list(run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk) or [])
 
 
 async def _stream_response(
     request, sub: ThreadSubscription, run: Run, stream_mode
 ) -> StreamingHttpResponse:
     last_event_id = request.headers.get("Last-Event-ID") or None
-    if last_event_id and not stream_mode:
-        # A reconnect (langgraph_sdk GETs the Location) carries no modes: the run's own.
-        stream_mode = await sync_to_async(eventlog.saved_modes)(run.pk)
+    if not stream_mode:
+        # A join or a reconnect (the SDKs GET the Location) naming no modes: the run's own.
+        stream_mode = await _run_modes(run)
     response = StreamingHttpResponse(
         run_events(
             sub=sub,
@@ -497,9 +531,10 @@ async def runs_join_stream(
     request,
     thread_id: uuid.UUID,
     run_id: uuid.UUID,
-    stream_mode: list[Literal[STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
+    stream_mode: list[str] | None = MODES_QUERY,
     cancel_on_disconnect: bool = False,
 ):
+    stream_mode = _query_modes(stream_mode)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_run_for)(request, thread_id, run_id)
@@ -518,10 +553,11 @@ async def runs_join_stream(
 async def threads_join_stream(
     request,
     thread_id: uuid.UUID,
-    stream_mode: list[Literal[THREAD_STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
+    stream_mode: list[str] | None = MODES_QUERY,
 ):
     """Follow the thread's current run (or its latest one) in the requested modes;
     `run_modes` (langgraph_sdk's default) in the modes that run was started with."""
+    stream_mode = _query_modes(stream_mode, THREAD_STREAM_MODES)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_latest_run)(request, thread_id)
@@ -531,8 +567,7 @@ async def threads_join_stream(
         await sub.close()
         raise
     if stream_mode and "run_modes" in stream_mode:
-        run_modes = run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk)
-        stream_mode = [m for m in stream_mode if m != "run_modes"] + list(run_modes or [])
+        stream_mode = [m for m in stream_mode if m != "run_modes"] + await _run_modes(run)
     return await _stream_response(request, sub, run, stream_mode)
 
 

@@ -79,7 +79,7 @@ def _create_run_once(
         context=body.context,
         webhook=body.webhook,
         checkpoint_id=checkpoint_id,
-        stream_modes=run_stream_modes(body.stream_mode, body.stream_subgraphs),
+        stream_modes=run_stream_modes(body.stream_mode),
         stream_subgraphs=body.stream_subgraphs,
         lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
     )

@@ -5,7 +5,8 @@ thread's channel group (see hitl.core.live.agui): STATE_SNAPSHOT events become `
 RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verbatim.
 `debug`, `tasks`, `checkpoints` and subgraph chunks (named `mode|<namespace>`, as
 LangGraph Server names them) are streamed by the worker only for runs started with
-those modes (Run.stream_modes). The `events` mode is an approximation built from the
+those modes (Run.stream_modes); a run started with modes streams them from its start,
+whoever listens, so a later join gets them too. The `events` mode is an approximation built from the
 others (chat model stream + node ends): the worker runs graphs with the sync `stream`,
 and astream_events v2 has no sync counterpart.
 """
@@ -52,11 +53,12 @@ STREAM_MODES = (
     "tasks",
     "checkpoints",
 )
-# Modes the worker streams only for a run started with them (Run.stream_modes).
-WORKER_MODES = frozenset(("debug", "tasks", "checkpoints"))
 KEEPALIVE_SECONDS = 15.0
 # The id of the closing values part: a client back with it has had the whole run.
 FINAL_ID = "final"
+# Last-Event-ID "-1": from the run's start (the JS SDK's rejoin); the log's first entry.
+FROM_START = "-1"
+FIRST_ENTRY = "0-0"
 # After the database says the run ended, how long to wait for its last events.
 
 
@@ -80,11 +82,10 @@ _CHUNK_CLASSES = {
 }
 
 
-def run_stream_modes(stream_mode: Any, subgraphs: bool) -> list[str]:
-    """The modes a new run keeps for its worker: none unless they ask it for more than
-    the thread stream carries (so a plain run costs the worker nothing extra)."""
-    modes = normalize_modes(stream_mode)
-    return modes if subgraphs or WORKER_MODES.intersection(modes) else []
+def run_stream_modes(stream_mode: Any) -> list[str]:
+    """The modes a new run keeps: the worker streams every one of them from the run's
+    start, whoever listens (a join or reconnect at any moment gets them all)."""
+    return normalize_modes(stream_mode)
 
 
 def _checkpoint_of(config: Any) -> dict[str, Any] | None:
@@ -261,25 +262,36 @@ async def run_events(
     run_id = str(run.pk)
     modes = normalize_modes(stream_mode)
     translate = _Translator(run_id, modes)
-    resume_from = _parse_last_id(last_event_id)
+    # "-1" (useStream's rejoin after a reload): everything, from the run's start.
+    from_start = last_event_id == FROM_START
+    resume_from = (FIRST_ENTRY, -1) if from_start else _parse_last_id(last_event_id)
     try:
         await sync_to_async(eventlog.mark_resumable)(run.thread_id, run_id, modes)
         if last_event_id == FINAL_ID:
             return  # the client has had everything, the final values included
         seen: tuple[int, int] | None = None
-        if resume_from is None:
+        if resume_from is None or from_start:
             yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
             if "events" in modes:
                 current = await fetch_run(run_id)
                 graph = current.thread.graph if current else ""
                 yield translate._event("on_chain_start", graph, {})
-        else:
+        if resume_from is not None:
             # Replay what the log holds after the client's last part, up to the run's end.
             seq, index = resume_from
-            translate.last_values = await sync_to_async(_paused_values)(run.thread_id, run_id, seq)
+            if not from_start:
+                translate.last_values = await sync_to_async(_paused_values)(
+                    run.thread_id, run_id, seq
+                )
             logged = await sync_to_async(eventlog.read_from)(run.thread_id, seq)
+            started = not from_start
             for entry, event in logged:
                 kind = event.get("type")
+                if not started:
+                    # The thread's log also holds its earlier runs: this one's from its start.
+                    started = kind == "RUN_STARTED" and event.get("runId") == run_id
+                    if not started:
+                        continue
                 if kind in ("RUN_FINISHED", "RUN_ERROR") and (
                     kind == "RUN_ERROR" or event.get("runId") == run_id
                 ):

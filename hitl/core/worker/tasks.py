@@ -324,7 +324,9 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         # someone listens (waiters hear of the end through the thread's status group).
         # API streams listen before their run exists; a page opened mid-run is noticed
         # at the next step (it then gets steps; messages and snapshots from the next run).
-        listened = events.thread_stream_listened(thread.pk)
+        # A /langgraph run streams the modes it was started with from its start, whoever
+        # listens now: a join or reconnect may come at any moment and must get them all.
+        listened = bool(run.stream_modes) or events.thread_stream_listened(thread.pk)
         if listened:
             events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         _release_connection()
