@@ -35,6 +35,7 @@ from hitl.api.langgraph.schemas import (
     CheckpointIn,
     HistoryIn,
     RunCreateIn,
+    RunField,
     RunsCancelIn,
     StateCheckpointIn,
     StateUpdateIn,
@@ -42,10 +43,11 @@ from hitl.api.langgraph.schemas import (
     ThreadCreateIn,
     ThreadPatchIn,
     ThreadSearchIn,
+    refuse_unsupported,
 )
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events
 from hitl.api.tokens import TokenBearer, TokenHeader
-from hitl.core import errors
+from hitl.core import errors, runs
 from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import check_storable
@@ -122,6 +124,7 @@ THREAD_STREAM_MODES = (*STREAM_MODES, "run_modes")
 
 # Repeated `?stream_mode=` query parameters (a list would otherwise be read from a body).
 MODES_QUERY = Query(None)
+SELECT_QUERY = Query(None)
 
 
 def _location(request: HttpRequest, run: Run) -> str:
@@ -169,10 +172,27 @@ async def _run_modes(run: Run) -> list[str]:
     return list(run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk) or [])
 
 
+@retry_transient
+def _cancel_if_running(run_id, user) -> None:
+    """Cancel a run whose streaming client left (LangGraph's on_disconnect="cancel")."""
+    run = Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
+    if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        return
+    try:
+        runs.thread_cancel(thread=run.thread, user=user)
+        log.info("run %s cancelled: its client disconnected", run_id)
+    except errors.Forbidden:
+        log.info("run %s: its client disconnected but may not cancel it", run_id)
+
+
 async def _stream_response(
-    request, sub: ThreadSubscription, run: Run, stream_mode
+    request, sub: ThreadSubscription, run: Run, stream_mode, *, cancel_on_disconnect=False
 ) -> StreamingHttpResponse:
     last_event_id = request.headers.get("Last-Event-ID") or None
+    on_disconnect = None
+    if cancel_on_disconnect:
+        user = request.user
+        on_disconnect = partial(released(_cancel_if_running), run.pk, user)
     if not stream_mode:
         # A join or a reconnect (the SDKs GET the Location) naming no modes: the run's own.
         stream_mode = await _run_modes(run)
@@ -183,6 +203,7 @@ async def _stream_response(
             stream_mode=stream_mode,
             timeout=_wait_seconds(),
             last_event_id=last_event_id,
+            on_disconnect=on_disconnect,
         ),
         content_type="text/event-stream",
     )
@@ -201,7 +222,9 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
     except BaseException:
         await sub.close()
         raise
-    return await _stream_response(request, sub, run, body.stream_mode)
+    return await _stream_response(
+        request, sub, run, body.stream_mode, cancel_on_disconnect=body.on_disconnect == "cancel"
+    )
 
 
 async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
@@ -287,6 +310,7 @@ def ok(request):
 
 @api.post("/threads", response={200: dict, **ERRORS}, tags=["threads"])
 def threads_create(request, body: ThreadCreateIn):
+    refuse_unsupported(ttl=body.ttl, supersteps=body.supersteps)
     metadata = dict(body.metadata or {})
     if body.graph_id:
         metadata["graph_id"] = body.graph_id
@@ -320,19 +344,24 @@ def _threads_query(request, metadata: dict[str, Any] | None, status: str | None)
 
 @api.post("/threads/search", response={200: list[dict], **ERRORS}, tags=["threads"])
 def threads_search(request, body: ThreadSearchIn):
-    if body.values:
-        raise errors.Invalid("Filtering threads by state values is not supported.")
+    refuse_unsupported(values=body.values, extract=body.extract)
     qs = _threads_query(request, body.metadata, body.status)
     if body.ids:
         qs = qs.filter(pk__in=body.ids)
     field = {"thread_id": "id"}.get(body.sort_by or "updated_at", body.sort_by or "updated_at")
     qs = qs.order_by(f"-{field}" if body.sort_order != "asc" else field, "id")
-    page = serializers.with_pending(qs[body.offset : body.offset + body.limit])
-    return [serializers.thread_json(t) for t in page]
+    page = qs[body.offset : body.offset + body.limit]
+    if body.select is None or {"values", "interrupts"} & set(body.select):
+        page = serializers.with_pending(page)
+        found = [serializers.thread_json(t) for t in page]
+    else:  # no state asked for: none read
+        found = [serializers.thread_json(t, with_values=False) for t in page]
+    return [serializers.selected(t, body.select) for t in found]
 
 
 @api.post("/threads/count", response={200: int, **ERRORS}, tags=["threads"])
 def threads_count(request, body: ThreadCountIn):
+    refuse_unsupported(values=body.values)
     return _threads_query(request, body.metadata, body.status).count()
 
 
@@ -343,6 +372,7 @@ def thread_get(request, thread_id: uuid.UUID):
 
 @api.patch("/threads/{thread_id}", response={200: dict, **ERRORS}, tags=["threads"])
 def thread_patch(request, thread_id: uuid.UUID, body: ThreadPatchIn):
+    refuse_unsupported(ttl=body.ttl)
     thread = lg_services.thread_update(
         thread=_thread_for(request, thread_id), user=request.user, metadata=body.metadata
     )
@@ -457,12 +487,14 @@ def runs_list(
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
     status: Literal["pending", "running", "error", "success", "timeout", "interrupted"]
     | None = None,
+    select: list[RunField] | None = SELECT_QUERY,
 ):
     thread = _thread_for(request, thread_id)
     runs = thread.runs.order_by("-created_at")
     if status:
         runs = runs.filter(status__in=serializers.RUN_STATUS_FILTER[status])
-    return [serializers.run_json(r, thread.graph) for r in runs[offset : offset + limit]]
+    page = runs[offset : offset + limit]
+    return [serializers.selected(serializers.run_json(r, thread.graph), select) for r in page]
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])
@@ -541,7 +573,9 @@ async def runs_join_stream(
     except BaseException:
         await sub.close()
         raise
-    return await _stream_response(request, sub, run, stream_mode)
+    return await _stream_response(
+        request, sub, run, stream_mode, cancel_on_disconnect=cancel_on_disconnect
+    )
 
 
 @api.get(

@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from hitl.api.langgraph import services as lg_services
-from hitl.api.langgraph.schemas import RunCreateIn
+from hitl.api.langgraph.schemas import RunCreateIn, refuse_unsupported
 from hitl.api.langgraph.streaming import run_stream_modes
 from hitl.core import errors
 from hitl.core.db.retry import met_while_committing, retry_transient
@@ -60,6 +60,12 @@ def _run_made_since(thread_id: uuid.UUID, kind: str, user, began) -> Run | None:
 def _create_run_once(
     request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
 ) -> Run:
+    refuse_unsupported(
+        after_seconds=body.after_seconds or None,
+        on_completion=body.on_completion if body.on_completion == "delete" else None,
+        durability=body.durability if body.durability not in (None, "sync") else None,
+        checkpoint_during=True if body.checkpoint_during is False else None,
+    )
     if body.interrupt_before or body.interrupt_after:
         raise errors.Invalid("interrupt_before/interrupt_after are not supported.")
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)

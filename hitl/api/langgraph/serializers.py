@@ -121,6 +121,11 @@ def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
     return data
 
 
+def selected(data: dict[str, Any], select: list[str] | None) -> dict[str, Any]:
+    """Only the fields `select` names (all without it), as LangGraph Server's select."""
+    return data if not select else {k: data[k] for k in select if k in data}
+
+
 def _error_line(error: str) -> str:
     return error_line(error)
 

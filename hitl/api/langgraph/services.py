@@ -240,10 +240,14 @@ def head_checkpoint_id(thread: Thread) -> str | None:
 
 
 def run_cancel(*, run: Run, user) -> Run:
-    """Cancel a queued or running run, or withdraw the interrupts a paused run waits on."""
-    waiting = run.status == Run.Status.INTERRUPTED and run.interrupts.pending().exists()
-    if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) and not waiting:
-        raise errors.Conflict(f"The run is already {run.status}.")
+    """Cancel a queued or running run. As LangGraph Server, any other run (a paused one
+    included) is not found among the cancellable: its interrupts are withdrawn by "mark
+    as resolved" (update_state as __end__), new input, or cancelling the thread."""
+    if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        raise errors.NotFound(
+            f"Run {run.pk} is {run.status}, not pending or running: nothing to cancel. "
+            "To withdraw a paused run's interrupts, update the thread's state as __end__."
+        )
     runs.thread_cancel(thread=run.thread, user=user)
     run.refresh_from_db()
     return run

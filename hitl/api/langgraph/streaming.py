@@ -13,10 +13,11 @@ and astream_events v2 has no sync counterpart.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -54,6 +55,8 @@ STREAM_MODES = (
     "checkpoints",
 )
 KEEPALIVE_SECONDS = 15.0
+# Cancels started for clients that left mid-run (a reference keeps each task alive).
+_disconnects: set[asyncio.Task] = set()
 # The id of the closing values part: a client back with it has had the whole run.
 FINAL_ID = "final"
 # Last-Event-ID "-1": from the run's start (the JS SDK's rejoin); the log's first entry.
@@ -252,14 +255,19 @@ async def run_events(
     stream_mode: Any,
     timeout: float,
     last_event_id: str | None = None,
+    on_disconnect: Callable[[], Awaitable[Any]] | None = None,
 ) -> AsyncIterator[bytes]:
     """Stream one run until it ends (or `timeout`), then close `sub`.
+
+    `on_disconnect` (a client's `on_disconnect="cancel"`, `cancel_on_disconnect`) is
+    called when the client goes away before the run ended.
 
     Every part from a logged event has the id `<log entry id>#<n>`; a client that comes
     back with `last_event_id` (a web restart, a dropped connection) gets what followed
     it, from the thread's event log, then the live rest: nothing missed, nothing twice.
     """
     run_id = str(run.pk)
+    over = False
     modes = normalize_modes(stream_mode)
     translate = _Translator(run_id, modes)
     # "-1" (useStream's rejoin after a reload): everything, from the run's start.
@@ -313,6 +321,7 @@ async def run_events(
             for n, part in enumerate(_parts(translate, event)):
                 last_sent = time.monotonic()
                 yield _with_id(part, f"{seq}#{n}") if seq else part
+        over = True  # whatever follows, the client did not leave before the run's end
         final = await fetch_run(run_id)
         if final is None:
             return
@@ -350,4 +359,10 @@ async def run_events(
         log.exception("stream of run %s failed", run_id)
         yield sse("error", {"error": type(exc).__name__, "message": str(exc)[:1000]})
     finally:
+        if on_disconnect is not None and not over:
+            # The client left mid-run: the request's task is being cancelled, so the
+            # cancel runs as a task of its own (kept until done).
+            task = asyncio.ensure_future(on_disconnect())
+            _disconnects.add(task)
+            task.add_done_callback(_disconnects.discard)
         await sub.close()

@@ -43,13 +43,24 @@ def _checkpointer():
 
 
 def thread_delete(*, thread: Thread, user) -> None:
-    """Delete a thread, its runs, interrupts and checkpoints (its audit trail stays)."""
+    """Delete a thread, its runs, interrupts and checkpoints (its audit trail stays).
+
+    As LangGraph Server, a busy thread's runs are cancelled with it: the worker notices
+    its run is gone within a lease tick and stops it.
+    """
     _may_change(user, thread)
     thread_id = str(thread.pk)
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        if thread.status == Thread.Status.BUSY:
-            raise errors.Conflict("The thread has a run in progress: cancel it first.")
+        for run_id, status in thread.runs.active().values_list("pk", "status"):
+            audit.audit_record(
+                kind=AuditEvent.Kind.RUN_CANCELLED,
+                thread=thread,
+                run_id=run_id,
+                actor=user,
+                # The run row goes with the thread: its id stays in the data.
+                data={"was": status, "reason": "thread deleted", "run_id": str(run_id)},
+            )
         audit.audit_record(
             kind=AuditEvent.Kind.THREAD_DELETED,
             thread=thread,
