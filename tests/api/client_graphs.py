@@ -222,6 +222,7 @@ nested_graph = _outer.compile()
 class ConfiguredState(TypedDict, total=False):
     seen: list[dict[str, Any]]
     answer: Any
+    pause: float
 
 
 def _report(config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
@@ -238,6 +239,7 @@ def _report(config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
 
 
 def _configured_before(state: ConfiguredState, config: RunnableConfig, runtime: Runtime):
+    time.sleep(state.get("pause") or 0)
     return {"seen": [*(state.get("seen") or []), _report(config, runtime)]}
 
 

@@ -512,13 +512,17 @@ def runs_delete(request, thread_id: uuid.UUID, run_id: uuid.UUID):
 def runs_cancel_many(
     request, body: RunsCancelIn, action: Literal["interrupt", "rollback"] = "interrupt"
 ):
-    if action == "rollback":
-        raise errors.Invalid("Rollback is not supported; cancel with action=interrupt.")
     if body.status and (body.thread_id or body.run_ids):
         raise errors.Invalid("Send either status, or thread_id with run_ids, not both.")
     if not body.status and not (body.thread_id and body.run_ids):
         raise errors.Invalid("Send status, or thread_id with run_ids.")
     thread = _thread_for(request, body.thread_id) if body.thread_id else None
+    if action == "rollback":
+        if thread is None:
+            raise errors.Invalid("Rollback names its runs: send thread_id with run_ids.")
+        for run in thread.runs.active().filter(pk__in=body.run_ids):
+            lg_services.run_cancel(run=run, user=request.user, action="rollback")
+        return 204, None
     thread_verbs.runs_cancel_many(
         user=request.user, thread=thread, run_ids=body.run_ids, status=body.status or ""
     )
@@ -535,10 +539,10 @@ def runs_cancel(
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ):
-    if action == "rollback":
-        raise errors.Invalid("Rollback is not supported; cancel with action=interrupt.")
     # Cancelling is immediate (the run row is marked at once), so `wait` needs no waiting.
-    run = lg_services.run_cancel(run=_run_for(request, thread_id, run_id), user=request.user)
+    run = lg_services.run_cancel(
+        run=_run_for(request, thread_id, run_id), user=request.user, action=action
+    )
     return serializers.run_json(run)
 
 

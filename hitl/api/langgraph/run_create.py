@@ -82,6 +82,7 @@ def _create_run_once(
         command=command,
         metadata=body.metadata,
         config=body.config,
+        multitask_strategy=body.multitask_strategy or "reject",
         context=body.context,
         webhook=body.webhook,
         checkpoint_id=checkpoint_id,

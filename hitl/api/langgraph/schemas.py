@@ -151,7 +151,7 @@ class RunCreateIn(Schema):
     stream_mode: StreamModes = None
     stream_subgraphs: bool = False
     stream_resumable: bool = False
-    multitask_strategy: Literal["reject"] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
     on_completion: Literal["delete", "keep"] | None = None

@@ -149,7 +149,7 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
         "updated_at": _iso(run.finished_at or run.started_at or run.created_at),
         "status": RUN_STATUS.get(run.status, run.status),
         "metadata": run.metadata or {},
-        "multitask_strategy": "reject",
+        "multitask_strategy": run.multitask_strategy or "reject",
         "kwargs": kwargs,
     }
     if run.status == Run.Status.CANCELLED:

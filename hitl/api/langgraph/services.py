@@ -14,12 +14,18 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from hitl.core import errors, runs
-from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
+from hitl.core.access.permissions import (
+    user_can_cancel_thread,
+    user_can_run_thread,
+    user_can_view_thread,
+)
 from hitl.core.db import statements
+from hitl.core.db.retry import retry_transient
 from hitl.core.decisions.resume import resume_command
 from hitl.core.errors import check_storable
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
+from hitl.core.runs import multitask
 from hitl.core.runs.config import run_config_merge
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
@@ -121,6 +127,7 @@ def run_create(
     if_not_exists: str | None = None,
     config: Any = None,
     context: Any = None,
+    multitask_strategy: str = "reject",
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -191,6 +198,7 @@ def run_create(
                 run_config=run_config,
                 run_context=run_context,
                 supersede=True,
+                multitask_strategy=multitask_strategy,
             )
         if thread.graph != graph:
             raise errors.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
@@ -230,6 +238,31 @@ def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
         raise errors.NotFound(f"Thread {thread.pk} has no checkpoint {checkpoint_id!r}.")
 
 
+@retry_transient
+def _run_rollback(*, run: Run, user) -> Run:
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        if not user_can_cancel_thread(user, thread):
+            raise errors.Forbidden(
+                "Only the thread's requester (or a user with the hitl.review_all or "
+                "hitl.change_thread permission) can cancel its runs."
+            )
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+            raise errors.NotFound(f"Run {run.pk} is {run.status}: nothing to cancel.")
+        back_to = multitask.runs_stop(
+            thread=thread, user=user, action="rollback", reason="rolled back", runs=[run]
+        )
+        if not thread.runs.active().exists():
+            thread.status = Thread.Status.IDLE
+            thread.save(update_fields=["status", "updated_at"])
+            runs.announce_thread(thread)
+        if back_to:
+            transaction.on_commit(lambda: multitask.state_back_to(thread, back_to))
+    run.status = Run.Status.CANCELLED
+    return run
+
+
 def head_checkpoint_id(thread: Thread) -> str | None:
     """The id of the thread's latest checkpoint (what useStream names in a resume)."""
     from hitl.core.runs.graphs import checkpointer
@@ -239,15 +272,21 @@ def head_checkpoint_id(thread: Thread) -> str | None:
     return latest.config["configurable"].get("checkpoint_id") if latest else None
 
 
-def run_cancel(*, run: Run, user) -> Run:
+def run_cancel(*, run: Run, user, action: str = "interrupt") -> Run:
     """Cancel a queued or running run. As LangGraph Server, any other run (a paused one
     included) is not found among the cancellable: its interrupts are withdrawn by "mark
-    as resolved" (update_state as __end__), new input, or cancelling the thread."""
+    as resolved" (update_state as __end__), new input, or cancelling the thread.
+
+    action "rollback" also deletes the run and takes the thread's state back to what it
+    was before it (LangGraph's rollback).
+    """
     if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
         raise errors.NotFound(
             f"Run {run.pk} is {run.status}, not pending or running: nothing to cancel. "
             "To withdraw a paused run's interrupts, update the thread's state as __end__."
         )
+    if action == "rollback":
+        return _run_rollback(run=run, user=user)
     runs.thread_cancel(thread=run.thread, user=user)
     run.refresh_from_db()
     return run

@@ -17,4 +17,9 @@ class Migration(migrations.Migration):
             name="context",
             field=models.JSONField(blank=True, default=dict),
         ),
+        migrations.AddField(
+            model_name="run",
+            name="multitask_strategy",
+            field=models.CharField(blank=True, max_length=12),
+        ),
     ]

@@ -23,7 +23,7 @@ from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_stora
 from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
-from hitl.core.runs import dispatch
+from hitl.core.runs import dispatch, multitask
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ def run_start(
     run_config: dict[str, Any] | None = None,
     run_context: dict[str, Any] | None = None,
     supersede: bool = False,
+    multitask_strategy: str = "reject",
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -90,7 +91,10 @@ def run_start(
     With `checkpoint_id` the run goes on from that earlier checkpoint of the thread (an
     empty input continues it; an input is applied to its state), forking its history.
     `thread_locked`: the caller read `thread` with select_for_update in its own
-    transaction, so it is current and is not read again.
+    transaction, so it is current and is not read again. `supersede`: new input on a
+    paused thread withdraws its pending interrupts (as LangGraph Server goes on from new
+    input) instead of a 409. `multitask_strategy`: what a run in flight on the thread
+    becomes (hitl.core.runs.multitask): reject (409), interrupt, rollback or enqueue.
     """
     if graph not in registry.targets:
         raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
@@ -150,6 +154,21 @@ def run_start(
                 raise NotFound("No such thread.")
             if supersede and thread.status == Thread.Status.INTERRUPTED:
                 interrupts_withdraw(thread=thread, user=user, reason=SUPERSEDED)
+            elif thread.status == Thread.Status.BUSY and multitask_strategy == "enqueue":
+                run.multitask_strategy = "enqueue"
+            elif thread.status == Thread.Status.BUSY and multitask_strategy in (
+                "interrupt",
+                "rollback",
+            ):
+                back_to = multitask.runs_stop(
+                    thread=thread,
+                    user=user,
+                    action=multitask_strategy,
+                    reason=f"superseded by run {run.pk} (multitask_strategy={multitask_strategy})",
+                    runs=list(thread.runs.active()),
+                )
+                if back_to:
+                    run.checkpoint_id = back_to  # the new run goes on from before them
             elif thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
                 raise Conflict(
                     f"The thread is {thread.status}; answer or cancel it before starting a new run."

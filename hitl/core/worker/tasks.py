@@ -27,6 +27,7 @@ from hitl.core.live import agui, events
 from hitl.core.live.agui import jsonable
 from hitl.core.models import Run
 from hitl.core.registry import registry
+from hitl.core.runs import multitask
 from hitl.core.runs.config import graph_config, graph_context
 
 # The sync saver, for callers that read a run's checkpoints outside the engine's loop.
@@ -294,6 +295,10 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
 
 def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     try:
+        # An enqueued run waits for the runs before it on its thread (double-texting).
+        wait = multitask.run_turn(run_id)
+        if wait:
+            return "busy", wait
         run, retry_after = lease.run_lease_take(run_id=run_id, worker=worker)
     except Exception as exc:
         if not is_transient(exc):
