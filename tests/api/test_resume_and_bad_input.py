@@ -174,7 +174,10 @@ def test_wrong_resume_shapes_are_400(lg, manual_runs, reviewer):
             }
         },
         {"command": {"resume": [{"type": "accept"}, {"type": "accept"}]}},
-        {"command": {"goto": "finish", "resume": {"type": "accept"}}},
+        {"command": {"goto": "nowhere", "resume": {"type": "accept"}}},
+        {"command": {"goto": {"node": "finish", "args": {}}}},
+        {"command": {"update": "x"}},
+        {"command": {}},
         {"command": {"resume": {"type": "accept"}}, "input": {"request": "x"}},
     ]
     for body in cases:
@@ -205,7 +208,7 @@ def assert_nothing_recorded(thread_id: str) -> None:
         ({"resume": [None]}, "is null"),
         ({"resume": 5}, "Cannot answer"),
         (
-            {"resume": {"type": "accept", "args": {"unexpected": True}}, "update": {"x": 1}},
+            {"resume": {"type": "accept", "args": {"unexpected": True}}, "update": "x"},
             "update",
         ),
     ],

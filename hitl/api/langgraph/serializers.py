@@ -135,7 +135,10 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"webhook": run.webhook or None}
     if run.kind == Run.Kind.RESUME:
         kwargs["input"] = None
-        kwargs["command"] = {"resume": (run.input or {}).get("resume")}
+        kwargs["command"] = {"resume": (run.input or {}).get("resume"), **(run.command or {})}
+    elif run.command:
+        kwargs["input"] = None
+        kwargs["command"] = dict(run.command)
     else:
         kwargs["input"] = run.input
         kwargs["command"] = None

@@ -152,14 +152,11 @@ def run_create(
             webhook_check_url(webhook)
         except WebhookNotAllowed as exc:
             raise errors.Invalid(str(exc)) from None
+    steer: dict[str, Any] = {}
     if command is not None:
-        unsupported = sorted(k for k, v in command.items() if v is not None and k != "resume")
-        if unsupported:
-            raise errors.Invalid(
-                f"Unsupported command field(s): {', '.join(unsupported)}; only resume is supported."
-            )
-        if "resume" not in command:
-            raise errors.Invalid('A command needs "resume".')
+        steer = check_command(graph, command)
+        if "resume" not in command and not steer:
+            raise errors.Invalid('A command needs "resume", "update" or "goto".')
         # Agent Chat UI sends `input: {}` beside its command: empty input is no input.
         if input not in (None, {}, [], ""):
             raise errors.Invalid("Send either input or command, not both.")
@@ -183,8 +180,14 @@ def run_create(
                     "A resume answers the latest checkpoint's interrupts; start a run from "
                     "an earlier checkpoint with input instead."
                 )
-        if command is None:
+        if command is not None and "resume" not in command:
+            # update/goto alone: a step from (a copy of) the latest checkpoint, so a task
+            # that pauses again does so under a new interrupt id; the pause's interrupts
+            # are superseded, as LangGraph Server goes on without them.
+            checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
+        if command is None or "resume" not in command:
             return runs.run_start(
+                command=steer,
                 graph=graph,
                 input=input,
                 user=user,
@@ -208,6 +211,8 @@ def run_create(
             fields.update(config=run_config, context=run_context)
         if stream_modes:
             fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
+        if steer:
+            fields["command"] = steer
         return resume_command(
             thread=thread,
             user=user,
@@ -216,6 +221,28 @@ def run_create(
             lenient=lenient,
             thread_locked=locked,
         )
+
+
+def check_command(graph: str, command: dict[str, Any]) -> dict[str, Any]:
+    """A command's `goto` and `update` (its resume aside), checked: a goto names nodes of
+    the graph (or __end__), or sends {"node", "input"} to one."""
+    from hitl.core.runs.graphs import checkpointer
+
+    steer = {k: command[k] for k in ("goto", "update") if command.get(k) is not None}
+    goto = steer.get("goto")
+    if goto is not None:
+        nodes = set(registry.get(graph, checkpointer()).nodes) - {"__start__"}
+        for target in goto if isinstance(goto, list) else [goto]:
+            node = target.get("node") if isinstance(target, dict) else target
+            if isinstance(target, dict) and set(target) - {"node", "input"}:
+                raise errors.Invalid('A goto Send is {"node": ..., "input": ...}.')
+            if not isinstance(node, str) or (node not in nodes and node != "__end__"):
+                names = ", ".join(sorted(n for n in nodes if not n.startswith("__")))
+                raise errors.Invalid(f"command.goto must name a node ({names}) or __end__.")
+    update = steer.get("update")
+    if update is not None and not isinstance(update, (dict, list)):
+        raise errors.Invalid("command.update must be an object or a list of [key, value] pairs.")
+    return steer
 
 
 def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:

@@ -127,6 +127,9 @@ class Run(models.Model):
     # configurable keys are added by the worker, never stored here).
     config = models.JSONField(default=dict, blank=True)
     context = models.JSONField(default=dict, blank=True)
+    # A LangGraph command's `goto` and `update` (its `resume` is in `input`), as the
+    # client sent them.
+    command = models.JSONField(default=dict, blank=True)
     # "enqueue": the run waits for the runs before it on its thread (double-texting).
     multitask_strategy = models.CharField(max_length=12, blank=True)
     attempts = models.PositiveIntegerField(default=0)

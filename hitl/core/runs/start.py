@@ -84,6 +84,7 @@ def run_start(
     run_context: dict[str, Any] | None = None,
     supersede: bool = False,
     multitask_strategy: str = "reject",
+    command: dict[str, Any] | None = None,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -141,6 +142,7 @@ def run_start(
             stream_subgraphs=stream_subgraphs,
             config=run_config or {},
             context=run_context or {},
+            command=command or {},
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )

@@ -14,7 +14,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, connection
-from langgraph.types import Command
+from langgraph.types import Command, Send
 
 from agents.ledger import LEDGER_KEY
 from agents.paths import FILES_KEY
@@ -59,6 +59,21 @@ def _schema_json(schema: Any) -> dict[str, Any] | None:
         return None
 
 
+def _command(run: Run, resume: Any = None) -> Command:
+    """The run's LangGraph command: its answers, and a client's goto and update (as
+    LangGraph Server maps them: a goto names nodes or sends {node, input})."""
+    goto = run.command.get("goto")
+    if goto is not None and not isinstance(goto, list):
+        goto = [goto]
+    update = run.command.get("update")
+    if isinstance(update, list) and all(
+        isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) for t in update
+    ):
+        update = [tuple(t) for t in update]
+    sends = [g if isinstance(g, str) else Send(g["node"], g.get("input")) for g in goto or ()]
+    return Command(resume=resume, update=update, goto=sends or ())
+
+
 def _input_before_reading(run: Run) -> Any:
     """The input of a run never leased before (no state to read), else _UNSEEN."""
     if run.first_lease:
@@ -67,7 +82,9 @@ def _input_before_reading(run: Run) -> Any:
         # an attempt of this run could have consumed them since (LangGraph passes over
         # an id that is not pending, as a redelivered attempt's read below would).
         if run.kind == Run.Kind.RESUME and run.input.get("resume"):
-            return Command(resume=run.input["resume"])
+            return _command(run, run.input["resume"])
+        if run.command and run.kind != Run.Kind.RESUME:
+            return _command(run)
         if run.kind != Run.Kind.RESUME:
             return None if run.checkpoint_id and not run.input else run.input
     return _UNSEEN
@@ -79,9 +96,11 @@ def _input_after_reading(run: Run, state: Any) -> Any:
         pending = {i.id for i in state.interrupts}
         resume = {k: v for k, v in (run.input.get("resume") or {}).items() if k in pending}
         if resume:
-            return Command(resume=resume)
+            return _command(run, resume)
     if mine or run.kind == Run.Kind.RESUME:
         return _ALREADY_DONE if state.interrupts else None
+    if run.command:
+        return _command(run)
     if run.checkpoint_id and not run.input:
         return None  # from a checkpoint with no input: continue from it
     return run.input
