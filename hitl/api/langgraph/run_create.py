@@ -11,7 +11,6 @@ from django.utils import timezone
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.schemas import RunCreateIn, refuse_unsupported
 from hitl.api.langgraph.streaming import run_stream_modes
-from hitl.core import errors
 from hitl.core.db.retry import met_while_committing, retry_transient
 from hitl.core.errors import Unavailable
 from hitl.core.models import Run
@@ -66,8 +65,6 @@ def _create_run_once(
         durability=body.durability if body.durability not in (None, "sync") else None,
         checkpoint_during=True if body.checkpoint_during is False else None,
     )
-    if body.interrupt_before or body.interrupt_after:
-        raise errors.Invalid("interrupt_before/interrupt_after are not supported.")
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
     # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
     command = body.command.dict(exclude_unset=True) if body.command is not None else None
@@ -82,6 +79,7 @@ def _create_run_once(
         command=command,
         metadata=body.metadata,
         config=body.config,
+        breakpoints={"before": body.interrupt_before, "after": body.interrupt_after},
         multitask_strategy=body.multitask_strategy or "reject",
         context=body.context,
         webhook=body.webhook,

@@ -156,8 +156,8 @@ class RunCreateIn(Schema):
     on_disconnect: Literal["cancel", "continue"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
     durability: Literal["sync", "async", "exit"] | None = None
-    interrupt_before: Any = None
-    interrupt_after: Any = None
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
     checkpoint: Any = None
     checkpoint_id: str | None = None
     after_seconds: int | None = None

@@ -128,6 +128,7 @@ def run_create(
     config: Any = None,
     context: Any = None,
     multitask_strategy: str = "reject",
+    breakpoints: dict[str, Any] | None = None,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -152,6 +153,7 @@ def run_create(
             webhook_check_url(webhook)
         except WebhookNotAllowed as exc:
             raise errors.Invalid(str(exc)) from None
+    breakpoints = check_breakpoints(graph, breakpoints)
     steer: dict[str, Any] = {}
     if command is not None:
         steer = check_command(graph, command)
@@ -185,8 +187,13 @@ def run_create(
             # that pauses again does so under a new interrupt id; the pause's interrupts
             # are superseded, as LangGraph Server goes on without them.
             checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
+        if command is None and input is None and at_breakpoint(thread):
+            # A LangGraph client continues from a breakpoint with no input: from (a
+            # copy of) the checkpoint it stopped at.
+            checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
         if command is None or "resume" not in command:
             return runs.run_start(
+                breakpoints=breakpoints,
                 command=steer,
                 graph=graph,
                 input=input,
@@ -213,6 +220,7 @@ def run_create(
             fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
         if steer:
             fields["command"] = steer
+        fields["breakpoints"] = breakpoints  # a client's resume: only its own
         return resume_command(
             thread=thread,
             user=user,
@@ -243,6 +251,32 @@ def check_command(graph: str, command: dict[str, Any]) -> dict[str, Any]:
     if update is not None and not isinstance(update, (dict, list)):
         raise errors.Invalid("command.update must be an object or a list of [key, value] pairs.")
     return steer
+
+
+def check_breakpoints(graph: str, breakpoints: dict[str, Any] | None) -> dict[str, Any]:
+    """interrupt_before / interrupt_after: "*" or nodes of the graph."""
+    from hitl.core.runs.graphs import checkpointer
+
+    out = {k: v for k, v in (breakpoints or {}).items() if v not in (None, [])}
+    if not out:
+        return {}
+    nodes = set(registry.get(graph, checkpointer()).nodes) - {"__start__"}
+    for when, names in out.items():
+        for name in [] if names == "*" else names:
+            if name not in nodes:
+                known = ", ".join(sorted(n for n in nodes if not n.startswith("__")))
+                raise errors.Invalid(
+                    f'interrupt_{when} must be "*" or nodes of the graph ({known}).'
+                )
+    return out
+
+
+def at_breakpoint(thread: Thread) -> bool:
+    """Whether the thread is paused at a breakpoint (and at nothing else)."""
+    if thread.status != Thread.Status.INTERRUPTED:
+        return False
+    pending = list(thread.interrupts.pending().values_list("interrupt_id", flat=True))
+    return bool(pending) and all(i.startswith(runs.BREAKPOINT) for i in pending)
 
 
 def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:

@@ -405,6 +405,8 @@ def resume_when_answered(
     # request brought its own (a /langgraph client's config or context).
     if "config" not in fields and row.run_id:
         fields.update(config=row.run.config, context=row.run.context)
+    if "breakpoints" not in fields and row.run_id:
+        fields["breakpoints"] = row.run.breakpoints
     run = Run(
         thread=thread,
         kind=Run.Kind.RESUME,

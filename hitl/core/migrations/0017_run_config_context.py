@@ -24,6 +24,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name="run",
+            name="breakpoints",
+            field=models.JSONField(blank=True, default=dict),
+        ),
+        migrations.AddField(
+            model_name="run",
             name="multitask_strategy",
             field=models.CharField(blank=True, max_length=12),
         ),

@@ -130,6 +130,8 @@ class Run(models.Model):
     # A LangGraph command's `goto` and `update` (its `resume` is in `input`), as the
     # client sent them.
     command = models.JSONField(default=dict, blank=True)
+    # LangGraph breakpoints: {"before": [...], "after": [...]} (node names, or "*").
+    breakpoints = models.JSONField(default=dict, blank=True)
     # "enqueue": the run waits for the runs before it on its thread (double-texting).
     multitask_strategy = models.CharField(max_length=12, blank=True)
     attempts = models.PositiveIntegerField(default=0)

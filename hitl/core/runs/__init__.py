@@ -1,6 +1,7 @@
 """Runs from the request side: start, resume, cancel, dispatch, fork."""
 
 from hitl.core.runs.start import (
+    BREAKPOINT,
     SUPERSEDED,
     announce_thread,
     interrupts_withdraw,
@@ -8,4 +9,11 @@ from hitl.core.runs.start import (
     thread_cancel,
 )
 
-__all__ = ["SUPERSEDED", "announce_thread", "interrupts_withdraw", "run_start", "thread_cancel"]
+__all__ = [
+    "BREAKPOINT",
+    "SUPERSEDED",
+    "announce_thread",
+    "interrupts_withdraw",
+    "run_start",
+    "thread_cancel",
+]

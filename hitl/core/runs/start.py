@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # The audit reason of interrupts withdrawn because the thread went on without them.
 SUPERSEDED = "superseded by new input"
+# The interrupt id prefix of a pause at a LangGraph breakpoint (interrupt_before/after).
+BREAKPOINT = "breakpoint:"
 
 
 def announce_thread(
@@ -85,6 +87,7 @@ def run_start(
     supersede: bool = False,
     multitask_strategy: str = "reject",
     command: dict[str, Any] | None = None,
+    breakpoints: dict[str, Any] | None = None,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -143,6 +146,7 @@ def run_start(
             config=run_config or {},
             context=run_context or {},
             command=command or {},
+            breakpoints=breakpoints or {},
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )

@@ -32,6 +32,7 @@ from hitl.core.runs.config import graph_config, graph_context
 
 # The sync saver, for callers that read a run's checkpoints outside the engine's loop.
 from hitl.core.runs.graphs import checkpointer  # noqa: F401
+from hitl.core.runs.start import BREAKPOINT
 from hitl.core.worker import lease
 from hitl.core.worker.engine import Hold, engine, leases
 from hitl.core.worker.ledger import ThreadToolLedger
@@ -74,6 +75,35 @@ def _command(run: Run, resume: Any = None) -> Command:
     return Command(resume=resume, update=update, goto=sends or ())
 
 
+def _answers(run: Run) -> dict[str, Any]:
+    """A resume run's answers to the graph's interrupts (a breakpoint's "continue" is no
+    answer to the graph: it goes on with no input)."""
+    resume = run.input.get("resume") or {}
+    return {k: v for k, v in resume.items() if not k.startswith(BREAKPOINT)}
+
+
+class _Breakpoint:
+    """A pause at a LangGraph breakpoint, as one request a person continues (accept)."""
+
+    response_schema = None
+
+    def __init__(self, state: Any):
+        checkpoint_id = (state.config or {}).get("configurable", {}).get("checkpoint_id", "")
+        nodes = list(state.next)
+        self.id = f"{BREAKPOINT}{checkpoint_id}"
+        self.value = {
+            "action_request": {"action": "continue", "args": {"next": nodes}},
+            "config": {
+                "allow_accept": True,
+                "allow_edit": False,
+                "allow_respond": False,
+                "allow_ignore": False,
+            },
+            "description": f"Paused at a breakpoint before **{', '.join(nodes)}**. "
+            "Accept to continue.",
+        }
+
+
 def _input_before_reading(run: Run) -> Any:
     """The input of a run never leased before (no state to read), else _UNSEEN."""
     if run.first_lease:
@@ -82,7 +112,11 @@ def _input_before_reading(run: Run) -> Any:
         # an attempt of this run could have consumed them since (LangGraph passes over
         # an id that is not pending, as a redelivered attempt's read below would).
         if run.kind == Run.Kind.RESUME and run.input.get("resume"):
-            return _command(run, run.input["resume"])
+            answers = _answers(run)
+            if answers:
+                return _command(run, answers)
+            # Only a breakpoint was answered: the graph goes on (LangGraph's None input).
+            return _command(run) if run.command else None
         if run.command and run.kind != Run.Kind.RESUME:
             return _command(run)
         if run.kind != Run.Kind.RESUME:
@@ -246,6 +280,8 @@ async def _stream_run(
                     graph_input,
                     config,
                     context=graph_context(graph, run.context),
+                    interrupt_before=run.breakpoints.get("before"),
+                    interrupt_after=run.breakpoints.get("after"),
                     stream_mode=modes,
                     durability="sync",
                     subgraphs=subgraphs,
@@ -268,6 +304,8 @@ async def _stream_run(
             if ended.known():
                 return ended.interrupts, ended.values
             state = await graph.aget_state(config)
+            if run.breakpoints and not state.interrupts and state.next:
+                return [_Breakpoint(state)], state.values
             _check_ended(state)
             return state.interrupts, state.values
     except asyncio.CancelledError:
