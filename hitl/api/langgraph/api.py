@@ -13,16 +13,14 @@ the UI. Errors are JSON {"detail": "..."} with a 4xx status.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from functools import partial
 from typing import Any, Literal
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
@@ -30,6 +28,13 @@ from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import assistants, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.run_create import create_run
+from hitl.api.langgraph.run_http import (
+    name_run,
+    query_modes,
+    run_modes,
+    stream_response,
+    wait_seconds,
+)
 from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
     CheckpointIn,
@@ -45,13 +50,12 @@ from hitl.api.langgraph.schemas import (
     ThreadSearchIn,
     refuse_unsupported,
 )
-from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.api.langgraph.streaming import STREAM_MODES
 from hitl.api.tokens import TokenBearer, TokenHeader
-from hitl.core import errors, runs
+from hitl.core import errors
 from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import check_storable
-from hitl.core.live import eventlog
 from hitl.core.live.events import RunEnd
 from hitl.core.live.waiting import ThreadSubscription, released, wait_for_run
 from hitl.core.models import Run, Thread
@@ -89,11 +93,6 @@ install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 api.add_router("/assistants", assistants.router)
 
 
-def _wait_seconds(requested: float | None = None) -> float:
-    limit = settings.HITL_API_WAIT_SECONDS
-    return limit if requested is None else max(0.0, min(requested, limit))
-
-
 # --- helpers --------------------------------------------------------------------
 
 
@@ -127,92 +126,6 @@ MODES_QUERY = Query(None)
 SELECT_QUERY = Query(None)
 
 
-def _location(request: HttpRequest, run: Run) -> str:
-    prefix = request.path.split("/threads/")[0].split("/runs")[0].rstrip("/")
-    return f"{prefix}/threads/{run.thread_id}/runs/{run.pk}"
-
-
-def _name_run(request: HttpRequest, response, run: Run) -> None:
-    response["Content-Location"] = _location(request, run)
-    # What the SDKs reconnect to (GET, with Last-Event-ID) when the stream drops: as
-    # LangGraph Server sends it, a path under the API root (the JS SDK prefixes its base
-    # URL to it; httpx joins it to the Python SDK's).
-    response["Location"] = f"/threads/{run.thread_id}/runs/{run.pk}/stream"
-
-
-def _query_modes(values: list[str] | None, allowed=STREAM_MODES) -> list[str]:
-    """`stream_mode` query values as LangGraph Server reads them: repeated, a JSON array,
-    or empty (langgraph_sdk's default `stream_mode=`): [] means the run's own modes."""
-    modes: list[str] = []
-    for value in values or ():
-        if value.startswith("["):
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, list):
-                modes.extend(str(m) for m in parsed)
-                continue
-        if value:
-            modes.append(value)
-    unknown = sorted({m for m in modes if m not in allowed})
-    if unknown:
-        raise ModeError(
-            f"Unknown stream_mode {', '.join(map(repr, unknown))}; use {', '.join(allowed)}."
-        )
-    return modes
-
-
-class ModeError(errors.ServiceError):
-    status_code = 422
-
-
-async def _run_modes(run: Run) -> list[str]:
-    """The modes a run was started with (a join or reconnect that names none gets them)."""
-    return list(run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk) or [])
-
-
-@retry_transient
-def _cancel_if_running(run_id, user) -> None:
-    """Cancel a run whose streaming client left (LangGraph's on_disconnect="cancel")."""
-    run = Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
-    if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
-        return
-    try:
-        runs.thread_cancel(thread=run.thread, user=user)
-        log.info("run %s cancelled: its client disconnected", run_id)
-    except errors.Forbidden:
-        log.info("run %s: its client disconnected but may not cancel it", run_id)
-
-
-async def _stream_response(
-    request, sub: ThreadSubscription, run: Run, stream_mode, *, cancel_on_disconnect=False
-) -> StreamingHttpResponse:
-    last_event_id = request.headers.get("Last-Event-ID") or None
-    on_disconnect = None
-    if cancel_on_disconnect:
-        user = request.user
-        on_disconnect = partial(released(_cancel_if_running), run.pk, user)
-    if not stream_mode:
-        # A join or a reconnect (the SDKs GET the Location) naming no modes: the run's own.
-        stream_mode = await _run_modes(run)
-    response = StreamingHttpResponse(
-        run_events(
-            sub=sub,
-            run=run,
-            stream_mode=stream_mode,
-            timeout=_wait_seconds(),
-            last_event_id=last_event_id,
-            on_disconnect=on_disconnect,
-        ),
-        content_type="text/event-stream",
-    )
-    response["Cache-Control"] = "no-store"
-    response["X-Accel-Buffering"] = "no"
-    _name_run(request, response, run)
-    return response
-
-
 async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless: bool):
     thread_id = thread_id or uuid.uuid4()
     # Listen before the run exists: its first events cannot be missed.
@@ -222,7 +135,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
     except BaseException:
         await sub.close()
         raise
-    return await _stream_response(
+    return await stream_response(
         request, sub, run, body.stream_mode, cancel_on_disconnect=body.on_disconnect == "cancel"
     )
 
@@ -233,7 +146,7 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
         run = await released(create_run)(request, body, thread_id, stateless=stateless)
         run = await wait_for_run(
             run.pk,
-            _wait_seconds(),
+            wait_seconds(),
             subscription=sub,
             known=run,
             fetch=_fetch_finished,
@@ -273,7 +186,7 @@ async def _finished_output(request, run: Run | None):
     if output is None:
         output = await released(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
-    _name_run(request, response, run)
+    name_run(request, response, run)
     return response
 
 
@@ -448,7 +361,7 @@ def thread_history_get(
 @api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = create_run(request, body, thread_id, stateless=False)
-    _name_run(request, response, run)
+    name_run(request, response, run)
     # The run as created (LangGraph answers "pending"), not as a worker may have it now.
     return serializers.run_json(run)
 
@@ -456,7 +369,7 @@ def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: Run
 @api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = create_run(request, body, None, stateless=True)
-    _name_run(request, response, run)
+    name_run(request, response, run)
     return serializers.run_json(run)
 
 
@@ -553,7 +466,7 @@ def runs_cancel(
 )
 async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     run = await released(_run_for)(request, thread_id, run_id)
-    run = await wait_for_run(run.pk, _wait_seconds(), fetch=_fetch_finished)
+    run = await wait_for_run(run.pk, wait_seconds(), fetch=_fetch_finished)
     return await _finished_output(request, run)
 
 
@@ -570,14 +483,14 @@ async def runs_join_stream(
     stream_mode: list[str] | None = MODES_QUERY,
     cancel_on_disconnect: bool = False,
 ):
-    stream_mode = _query_modes(stream_mode)
+    stream_mode = query_modes(stream_mode)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_run_for)(request, thread_id, run_id)
     except BaseException:
         await sub.close()
         raise
-    return await _stream_response(
+    return await stream_response(
         request, sub, run, stream_mode, cancel_on_disconnect=cancel_on_disconnect
     )
 
@@ -595,7 +508,7 @@ async def threads_join_stream(
 ):
     """Follow the thread's current run (or its latest one) in the requested modes;
     `run_modes` (langgraph_sdk's default) in the modes that run was started with."""
-    stream_mode = _query_modes(stream_mode, THREAD_STREAM_MODES)
+    stream_mode = query_modes(stream_mode, THREAD_STREAM_MODES)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_latest_run)(request, thread_id)
@@ -605,8 +518,8 @@ async def threads_join_stream(
         await sub.close()
         raise
     if stream_mode and "run_modes" in stream_mode:
-        stream_mode = [m for m in stream_mode if m != "run_modes"] + await _run_modes(run)
-    return await _stream_response(request, sub, run, stream_mode)
+        stream_mode = [m for m in stream_mode if m != "run_modes"] + await run_modes(run)
+    return await stream_response(request, sub, run, stream_mode)
 
 
 # A batch is one request: bounded like any other body.
