@@ -22,7 +22,8 @@ from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_stora
 from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.runs import dispatch
-from hitl.core.runs.start import announce_thread, enqueue_on_commit
+from hitl.core.runs.pauses import announce_thread
+from hitl.core.runs.start import enqueue_on_commit
 
 log = logging.getLogger(__name__)
 

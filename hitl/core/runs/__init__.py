@@ -1,13 +1,7 @@
 """Runs from the request side: start, resume, cancel, dispatch, fork."""
 
-from hitl.core.runs.start import (
-    BREAKPOINT,
-    SUPERSEDED,
-    announce_thread,
-    interrupts_withdraw,
-    run_start,
-    thread_cancel,
-)
+from hitl.core.runs.pauses import BREAKPOINT, SUPERSEDED, announce_thread, interrupts_withdraw
+from hitl.core.runs.start import run_start, thread_cancel
 
 __all__ = [
     "BREAKPOINT",

@@ -23,7 +23,9 @@ from django.utils import timezone
 from hitl.core import audit
 from hitl.core.db.retry import retry_transient
 from hitl.core.models import Run, Thread
+from hitl.core.registry import registry
 from hitl.core.runs.graphs import checkpointer
+from hitl.core.runs.pauses import SUPERSEDED, announce_thread, interrupts_withdraw
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +73,6 @@ def runs_stop(*, thread: Thread, user, action: str, reason: str, runs: list[Run]
 
 def state_back_to(thread: Thread, checkpoint_id: str) -> None:
     """Make the state at `checkpoint_id` the thread's latest (a copy of it, as a fork)."""
-    from hitl.core.registry import registry
-
     graph = registry.get(thread.graph, checkpointer())
     config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
     config["configurable"]["checkpoint_id"] = checkpoint_id
@@ -100,8 +100,6 @@ def run_turn(run_id: Any) -> float:
         # Still on its way (its task retries): the reaper must not send it again.
         Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
         return ENQUEUE_RECHECK_SECONDS
-    from hitl.core.runs.start import SUPERSEDED, announce_thread, interrupts_withdraw
-
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread_id)
         if thread.status != Thread.Status.BUSY:

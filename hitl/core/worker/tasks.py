@@ -32,7 +32,7 @@ from hitl.core.runs.config import graph_config, graph_context
 
 # The sync saver, for callers that read a run's checkpoints outside the engine's loop.
 from hitl.core.runs.graphs import checkpointer  # noqa: F401
-from hitl.core.runs.start import BREAKPOINT
+from hitl.core.runs.pauses import BREAKPOINT
 from hitl.core.worker import lease
 from hitl.core.worker.engine import Hold, engine, leases
 from hitl.core.worker.ledger import ThreadToolLedger
