@@ -8,6 +8,7 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from hitl.api.langgraph.streaming import STREAM_MODES
+from hitl.core import errors
 
 SortOrder = Literal["asc", "desc"]
 # What `select` may name in a thread (LangGraph Server's ThreadSelectField).
@@ -60,8 +61,6 @@ UNSUPPORTED = {
 
 def refuse_unsupported(**sent: Any) -> None:
     """A clear 400 for each parameter HITL does not support that the client set."""
-    from hitl.core import errors
-
     for name, value in sent.items():
         if value not in (None, [], {}):
             raise errors.Invalid(f"{name}: {UNSUPPORTED[name]}")
