@@ -59,6 +59,8 @@ MIDDLEWARE = [
     "hitl.security.permissions_policy_middleware",
     # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
     "hitl.api.langgraph.cors.ApiCorsMiddleware",
+    # Unrouted /langgraph paths and methods: JSON 404/405, as LangGraph Server answers.
+    "hitl.api.langgraph.unrouted.UnroutedJsonMiddleware",
     # A NUL or lone surrogate in a query string or form field: a 400 naming the field.
     "hitl.inputs.bounded_input_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
