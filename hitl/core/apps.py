@@ -16,8 +16,8 @@ class CoreConfig(AppConfig):
         from hitl.core.access import confcache
         from hitl.core.db.audit_guard import install_sqlite_function
         from hitl.core.decisions import interrupt_release
-        from hitl.core.runs import dispatch
         from hitl.core.remote.deliver import resume_deliver
+        from hitl.core.runs import dispatch
         from hitl.core.worker import tasks
         from hitl.core.worker.tasks import execute_run
 

@@ -5,44 +5,88 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('hitl', '0016_slack_email_approvals'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("hitl", "0016_slack_email_approvals"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RemoteDeployment',
+            name="RemoteDeployment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=60, unique=True)),
-                ('base_url', models.URLField(help_text='The root of its LangGraph API.', max_length=500)),
-                ('api_key', models.TextField(blank=True)),
-                ('graphs', models.JSONField(blank=True, default=list, help_text='Assistant ids or graph ids to watch, as a JSON list; empty: all of them.')),
-                ('enabled', models.BooleanField(default=True)),
-                ('from_settings', models.BooleanField(default=False, editable=False)),
-                ('cursor', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('last_polled_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('last_ok_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('last_error', models.TextField(blank=True, editable=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('reviewer_group', models.ForeignKey(blank=True, help_text='Where its interrupts go unless the interrupt names a group.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='auth.group')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.SlugField(max_length=60, unique=True)),
+                (
+                    "base_url",
+                    models.URLField(help_text="The root of its LangGraph API.", max_length=500),
+                ),
+                ("api_key", models.TextField(blank=True)),
+                (
+                    "graphs",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="Assistant ids or graph ids to watch, as a JSON list; empty: all of them.",
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("from_settings", models.BooleanField(default=False, editable=False)),
+                ("cursor", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("last_polled_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("last_ok_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("last_error", models.TextField(blank=True, editable=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "reviewer_group",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Where its interrupts go unless the interrupt names a group.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="auth.group",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RemoteThread',
+            name="RemoteThread",
             fields=[
-                ('thread', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='remote', serialize=False, to='hitl.thread')),
-                ('remote_thread_id', models.CharField(max_length=64)),
-                ('assistant_id', models.CharField(blank=True, max_length=100)),
-                ('graph_id', models.CharField(blank=True, max_length=100)),
-                ('remote_status', models.CharField(blank=True, max_length=16)),
-                ('remote_updated_at', models.DateTimeField(blank=True, null=True)),
-                ('deployment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='threads', to='hitl.remotedeployment')),
+                (
+                    "thread",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="remote",
+                        serialize=False,
+                        to="hitl.thread",
+                    ),
+                ),
+                ("remote_thread_id", models.CharField(max_length=64)),
+                ("assistant_id", models.CharField(blank=True, max_length=100)),
+                ("graph_id", models.CharField(blank=True, max_length=100)),
+                ("remote_status", models.CharField(blank=True, max_length=16)),
+                ("remote_updated_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "deployment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="threads",
+                        to="hitl.remotedeployment",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('deployment', 'remote_thread_id'), name='remote_thread_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("deployment", "remote_thread_id"), name="remote_thread_unique"
+                    )
+                ],
             },
         ),
     ]

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.utils import timezone
-from langgraph_sdk import get_sync_client
 from langgraph_sdk import errors as sdk_errors
+from langgraph_sdk import get_sync_client
 
 from hitl.core.models import RemoteDeployment
 
@@ -48,9 +48,9 @@ def fault_of(exc: BaseException) -> tuple[str, str] | None:
         return Fault.KEY_REFUSED, f"the API key was refused ({exc.response.status_code})"
     if isinstance(exc, sdk_errors.NotFoundError):
         return Fault.NOT_FOUND, f"404: {exc.message}"[:500]
-    if isinstance(exc, sdk_errors.APIConnectionError) or isinstance(exc, httpx.TransportError):
+    if isinstance(exc, (sdk_errors.APIConnectionError, httpx.TransportError)):
         return Fault.UNREACHABLE, f"unreachable ({type(exc).__name__})"
-    if isinstance(exc, sdk_errors.InternalServerError) or isinstance(exc, sdk_errors.RateLimitError):
+    if isinstance(exc, (sdk_errors.InternalServerError, sdk_errors.RateLimitError)):
         return Fault.UNREACHABLE, f"unavailable ({exc.response.status_code})"
     if isinstance(exc, sdk_errors.APIStatusError):
         return Fault.REFUSED, f"{exc.response.status_code}: {exc.message}"[:500]

@@ -136,7 +136,8 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
         if status != "interrupted" or not pending:
             return 0
         if not deployment.watches(
-            assistant_id=str(meta.get("assistant_id") or ""), graph_id=str(meta.get("graph_id") or "")
+            assistant_id=str(meta.get("assistant_id") or ""),
+            graph_id=str(meta.get("graph_id") or ""),
         ):
             return 0
         link = _link(deployment, remote)
@@ -164,11 +165,18 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
         if not new or status != "interrupted":
             settled = _SETTLED.get(status)
             still = any(r.status == HumanInterrupt.Status.PENDING for r in rows if r not in gone)
-            if settled and not waiting and not still and thread.status != settled:
-                if not (thread.status == Thread.Status.ERROR and settled == Thread.Status.DONE):
-                    thread.status = settled
-                    thread.save(update_fields=["status", "updated_at"])
-                    announce_thread(thread)
+            # A refused delivery left the thread in error: it stays so until a new pause.
+            keep_error = thread.status == Thread.Status.ERROR and settled == Thread.Status.DONE
+            if (
+                settled
+                and not waiting
+                and not still
+                and thread.status != settled
+                and not keep_error
+            ):
+                thread.status = settled
+                thread.save(update_fields=["status", "updated_at"])
+                announce_thread(thread)
             return 0
         # The remote pause, as a run this deployment "ran": run_finish records its rows.
         run = Run.objects.create(
@@ -178,7 +186,9 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
             lease_owner=owner,
             lease_expires_at=now + timedelta(minutes=5),
             started_at=now,
-            metadata={"remote": {"deployment": deployment.name, "thread_id": link.remote_thread_id}},
+            metadata={
+                "remote": {"deployment": deployment.name, "thread_id": link.remote_thread_id}
+            },
         )
         lease.run_finish(
             run_id=run.pk, worker=owner, interrupts=new, result=None, thread_id=thread.pk
