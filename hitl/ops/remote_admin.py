@@ -11,6 +11,9 @@ from hitl.core.remote.mirror import deployment_poll
 
 
 class RemoteDeploymentForm(forms.ModelForm):
+    base_url = forms.URLField(
+        max_length=500, assume_scheme="https", help_text="The root of its LangGraph API."
+    )
     # Never rendered back: a blank field keeps the stored key.
     api_key = forms.CharField(
         required=False,

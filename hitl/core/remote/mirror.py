@@ -64,7 +64,7 @@ def _link(deployment: RemoteDeployment, remote: dict[str, Any]) -> RemoteThread:
     graph_id = str(meta.get("graph_id") or meta.get("assistant_id") or "")
     link = RemoteThread.objects.filter(
         deployment=deployment, remote_thread_id=remote["thread_id"]
-    ).one_or_none()
+    ).first()
     if link is not None:
         return link
     with transaction.atomic():
@@ -131,7 +131,7 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
     meta = remote.get("metadata") or {}
     link = RemoteThread.objects.filter(
         deployment=deployment, remote_thread_id=remote["thread_id"]
-    ).one_or_none()
+    ).first()
     if link is None:
         if status != "interrupted" or not pending:
             return 0

@@ -1,0 +1,97 @@
+"""Real LangGraph servers for the remote-deployment tests: `langgraph dev` (in-memory
+runtime) and Aegra (on Postgres), installed and started the way bench/peers.py does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_sync_client
+
+from bench import peer_servers
+from tests.conftest import free_port
+
+GRAPH_FILE = Path(__file__).resolve().parent / "graphs.py"
+GRAPHS = {
+    name: f"{GRAPH_FILE}:{attr}"
+    for name, attr in {
+        "review": "review_graph",
+        "middleware": "middleware_graph",
+        "raw": "raw_graph",
+    }.items()
+}
+PG = "postgresql://postgres@127.0.0.1:5432"
+
+
+class PeerServer:
+    """One LangGraph server process on a fixed port, that tests may stop and start again."""
+
+    def __init__(self, kind: str, workdir: Path):
+        self.kind, self.workdir = kind, workdir
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.log = workdir / f"{kind}.log"
+        if kind == "langgraph-dev":
+            self.venv = peer_servers.langgraph_dev_venv()
+        else:
+            self.venv = peer_servers.aegra_venv()
+            self.database = f"aegra_{os.environ.get('REDIS_URL', '0')[-1]}_{os.getpid()}"
+            peer_servers.recreate_database(PG, self.database)
+
+    def start(self, *, fresh: bool = True) -> None:
+        run_dir = self.workdir / "run"
+        if self.kind == "langgraph-dev":
+            argv, env, health = peer_servers.langgraph_dev_command(
+                self.venv, run_dir, GRAPHS, self.port, fresh=fresh
+            )
+        else:
+            argv, env, health = peer_servers.aegra_command(
+                self.venv, run_dir, GRAPHS, self.port, f"{PG}/{self.database}"
+            )
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=run_dir,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        peer_servers.wait_http(health, self.proc, 120, self.log)
+
+    def stop(self) -> None:
+        """A clean stop: `langgraph dev` saves its in-memory state for the next start."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+    def client(self):
+        return get_sync_client(url=self.base_url, api_key=None)
+
+    def interrupted_thread(self, graph: str, **input) -> str:
+        """A new remote thread of `graph`, run until it pauses; its id."""
+        client = self.client()
+        thread = client.threads.create()
+        client.runs.wait(thread["thread_id"], graph, input=input or {})
+        assert client.threads.get(thread["thread_id"])["status"] == "interrupted"
+        return thread["thread_id"]
+
+
+@pytest.fixture(scope="module", params=["langgraph-dev", "aegra"])
+def peer(request, tmp_path_factory) -> Iterator[PeerServer]:
+    server = PeerServer(request.param, tmp_path_factory.mktemp(request.param))
+    server.start()
+    yield server
+    server.stop()
