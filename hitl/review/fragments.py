@@ -22,6 +22,7 @@ from hitl.core.audit import audit_for_thread
 from hitl.core.decisions import quorum
 from hitl.core.live import events
 from hitl.core.models import Approval, HumanInterrupt, Run, Thread
+from hitl.core.remote import state as remote_state
 from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
@@ -250,7 +251,17 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         **batch_context(thread, user),
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_cancel_thread(user, thread),
+        "remote": _remote_context(thread),
     }
+
+
+def _remote_context(thread: Thread) -> dict[str, Any] | None:
+    """A mirrored thread's deployment, and a decision waiting to reach it."""
+    link = remote_state.remote_link(thread)
+    if link is None:
+        return None
+    error = link.deployment.last_error if link.deployment.last_error else ""
+    return {"link": link, "pending": remote_state.delivery_pending(thread), "error": error}
 
 
 def _result_items(value: Any) -> list[tuple[str, str, bool]]:

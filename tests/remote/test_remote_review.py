@@ -245,6 +245,10 @@ def test_a_deployment_down_mid_decision_delivers_once_it_is_back(
         assert deployment_poll(deployment)["failed"] == 1
         row.refresh_from_db()
         assert row.status == HumanInterrupt.Status.RESOLVED  # the decision is kept
+        client.force_login(reviewer)
+        page = client.get(f"/threads/{row.thread_id}/")
+        assert page.status_code == 200
+        assert b"Decision pending delivery." in page.content
     finally:
         peer.start(fresh=False)
 
@@ -254,3 +258,19 @@ def test_a_deployment_down_mid_decision_delivers_once_it_is_back(
     deployment.refresh_from_db()
     assert deployment.last_error == ""
     assert client.get("/healthz").json()["remote"]["prod"] == "ok"
+
+
+def test_the_thread_page_shows_the_remote_state_and_history(
+    peer, deployment, reviewer, manual_runs, client
+):
+    remote_id = peer.interrupted_thread("review", request="the quarterly report")
+    [row] = mirrored(deployment, remote_id)
+    manual_runs(decide(row, reviewer, "accept"))
+    remote_values(peer, remote_id)
+
+    client.force_login(reviewer)
+    page = client.get(f"/threads/{row.thread_id}/").content.decode()
+    assert "Runs on prod" in page and remote_id in page
+    assert "the quarterly report" in page  # the remote state's values
+    assert page.count('class="checkpoint"') >= 3  # its history: input, review, act
+    assert "key-not-for-pages" not in page
