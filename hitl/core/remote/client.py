@@ -20,9 +20,8 @@ def client_for(deployment: RemoteDeployment) -> Any:
     """A sync langgraph_sdk client of the deployment (its key as x-api-key)."""
     return get_sync_client(
         url=deployment.base_url.rstrip("/"),
-        # An empty key must not fall back to LANGGRAPH_API_KEY of this process's env.
+        # None, not "": no key must not fall back to LANGGRAPH_API_KEY of this process.
         api_key=deployment.api_key or None,
-        headers=None if deployment.api_key else {"x-api-key": ""},
         timeout=httpx.Timeout(settings.HITL_REMOTE_TIMEOUT, connect=5.0),
     )
 

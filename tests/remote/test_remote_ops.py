@@ -1,0 +1,150 @@
+"""Operating remote deployments: beat's poll task and resume retries on a real Celery
+worker, the write-only key in admin, deployments declared in settings."""
+
+from __future__ import annotations
+
+import pytest
+from celery import current_app
+from django.core.exceptions import ImproperlyConfigured
+
+from hitl.core.models import HumanInterrupt, RemoteDeployment, RemoteThread, Run
+from hitl.core.remote.mirror import deployment_poll, deployments_from_settings
+from hitl.settings import _remote_deployments
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def deployment(reviewers_group, peer):
+    return RemoteDeployment.objects.create(
+        name="prod",
+        base_url=peer.base_url,
+        api_key="key-not-for-pages",
+        reviewer_group=reviewers_group,
+    )
+
+
+def _rows(remote_id: str) -> list[HumanInterrupt]:
+    link = RemoteThread.objects.filter(remote_thread_id=remote_id).first()
+    return list(HumanInterrupt.objects.filter(thread_id=link.thread_id)) if link else []
+
+
+@pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
+def test_a_worker_polls_and_retries_a_resume_until_the_deployment_is_back(
+    peer, deployment, reviewer, client, worker_factory
+):
+    worker_factory("remote", HITL_REMOTE_RETRY_SECONDS="0.5")
+    remote_id = peer.interrupted_thread("review")
+
+    # Beat's task, run by the worker.
+    current_app.send_task("hitl.remote.poll")
+    [row] = wait_for(lambda: _rows(remote_id), 30, 0.1, "the remote interrupt to be mirrored")
+
+    peer.stop()
+    try:
+        client.force_login(reviewer)
+        answered = client.post(f"/interrupts/{row.pk}/decide/", {"type": "accept"})
+        assert answered.status_code in (200, 302)
+        run = Run.objects.get(thread_id=row.thread_id, kind=Run.Kind.RESUME)
+        wait_for(
+            lambda: Run.objects.filter(pk=run.pk, error__startswith="pending delivery").exists(),
+            30,
+            0.1,
+            "the delivery to fail and wait",
+        )
+        page = client.get(f"/threads/{row.thread_id}/").content.decode()
+        assert "Decision pending delivery." in page
+    finally:
+        peer.start(fresh=False)
+
+    # The task's own retry delivers it: nobody acts again.
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status=Run.Status.SUCCESS).exists(),
+        60,
+        0.2,
+        "the retried delivery",
+    )
+    remote = peer.client()
+    wait_for(lambda: remote.threads.get(remote_id)["status"] == "idle", 30, 0.1, "the remote run")
+    assert remote.threads.get_state(remote_id)["values"]["decision"]["type"] == "accept"
+
+
+@pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
+def test_the_api_key_is_write_only_in_admin(peer, deployment, admin_client):
+    listing = admin_client.get("/admin/hitl/remotedeployment/").content.decode()
+    change = admin_client.get(f"/admin/hitl/remotedeployment/{deployment.pk}/change/")
+    assert "prod" in listing
+    assert "key-not-for-pages" not in listing
+    assert "key-not-for-pages" not in change.content.decode()
+    assert "stored (hidden)" in change.content.decode()
+
+    # Saved with the key field left blank: the stored key stays.
+    saved = admin_client.post(
+        f"/admin/hitl/remotedeployment/{deployment.pk}/change/",
+        {
+            "name": "prod",
+            "base_url": peer.base_url,
+            "api_key": "",
+            "graphs": '["review"]',
+            "reviewer_group": deployment.reviewer_group_id,
+            "enabled": "on",
+        },
+    )
+    assert saved.status_code == 302
+    deployment.refresh_from_db()
+    assert deployment.api_key == "key-not-for-pages"
+    assert deployment.graphs == ["review"]
+
+    refused = admin_client.post(
+        f"/admin/hitl/remotedeployment/{deployment.pk}/change/",
+        {"name": "prod", "base_url": peer.base_url, "graphs": '{"not": "a list"}'},
+    )
+    assert refused.status_code == 200 and "A JSON list" in refused.content.decode()
+
+
+@pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
+def test_an_unreachable_deployment_shows_on_its_admin_row_and_healthz(
+    peer, admin_client, client, reviewers_group
+):
+    from tests.conftest import free_port
+
+    away = RemoteDeployment.objects.create(name="away", base_url=f"http://127.0.0.1:{free_port()}")
+    assert deployment_poll(away)["failed"] == 1
+    away.refresh_from_db()
+    assert away.last_error.startswith("unreachable")
+    listing = admin_client.get("/admin/hitl/remotedeployment/").content.decode()
+    assert "failing: unreachable" in listing
+    health = client.get("/healthz")
+    assert health.status_code == 200
+    assert health.json()["remote"]["away"].startswith("error: unreachable")
+
+
+def test_deployments_declared_in_settings_are_registered(settings, reviewers_group, monkeypatch):
+    monkeypatch.setenv("PROD_LANGGRAPH_KEY", "from-the-env")
+    settings.HITL_REMOTE_DEPLOYMENTS = _remote_deployments(
+        '[{"name": "platform", "url": "https://agents.example.com", '
+        '"api_key_env": "PROD_LANGGRAPH_KEY", "graphs": ["agent"], "reviewer_group": "reviewers"}]'
+    )
+    deployments_from_settings()
+    made = RemoteDeployment.objects.get(name="platform")
+    assert (made.base_url, made.api_key, made.graphs) == (
+        "https://agents.example.com",
+        "from-the-env",
+        ["agent"],
+    )
+    assert made.reviewer_group == reviewers_group and made.from_settings
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("[{", "not JSON"),
+        ('{"name": "x"}', "JSON list"),
+        ('[{"name": "x"}]', "a name and a url"),
+        ('[{"name": "x", "url": "https://x", "api_key_env": "HITL_TEST_UNSET_KEY"}]', "not set"),
+    ],
+)
+def test_bad_remote_deployment_settings_fail_loudly(raw, message):
+    with pytest.raises(ImproperlyConfigured, match=message):
+        _remote_deployments(raw)
