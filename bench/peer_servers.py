@@ -107,15 +107,23 @@ def aegra_venv(spec: str = AEGRA_SPEC) -> Path:
 
 
 def langgraph_dev_command(
-    venv: Path, run_dir: Path, graphs: dict[str, str], port: int, *, fresh: bool = True
+    venv: Path,
+    run_dir: Path,
+    graphs: dict[str, str],
+    port: int,
+    *,
+    fresh: bool = True,
+    auth: str = "",
 ) -> tuple[list[str], dict[str, str], str]:
     """(argv, env, health URL) of `langgraph dev` serving `graphs` ({id: "file.py:attr"})
     from `run_dir`. Its in-memory state is saved there on a clean stop and read back on
-    the next start unless `fresh`."""
+    the next start unless `fresh`. `auth`: its custom auth handler ("file.py:attr")."""
     if fresh:
         shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = {"dependencies": ["."], "graphs": graphs}
+    config: dict = {"dependencies": ["."], "graphs": graphs}
+    if auth:
+        config["auth"] = {"path": auth}
     (run_dir / "langgraph.json").write_text(json.dumps(config, indent=2))
     env = clean_env(
         LANGSMITH_TRACING="false",

@@ -17,6 +17,7 @@ from bench import peer_servers
 from tests.conftest import free_port
 
 GRAPH_FILE = Path(__file__).resolve().parent / "graphs.py"
+AUTH_FILE = Path(__file__).resolve().parent / "keyauth.py"
 GRAPHS = {
     name: f"{GRAPH_FILE}:{attr}"
     for name, attr in {
@@ -31,8 +32,8 @@ PG = "postgresql://postgres@127.0.0.1:5432"
 class PeerServer:
     """One LangGraph server process on a fixed port, that tests may stop and start again."""
 
-    def __init__(self, kind: str, workdir: Path):
-        self.kind, self.workdir = kind, workdir
+    def __init__(self, kind: str, workdir: Path, *, api_key: str | None = None):
+        self.kind, self.workdir, self.api_key = kind, workdir, api_key
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -47,9 +48,15 @@ class PeerServer:
     def start(self, *, fresh: bool = True) -> None:
         run_dir = self.workdir / "run"
         if self.kind == "langgraph-dev":
+            auth = ""
+            if self.api_key is not None:
+                # Keys it accepts are read from a file on each request: tests revoke one.
+                (self.workdir / "keys").write_text(self.api_key)
+                auth = f"{AUTH_FILE}:auth"
             argv, env, health = peer_servers.langgraph_dev_command(
-                self.venv, run_dir, GRAPHS, self.port, fresh=fresh
+                self.venv, run_dir, GRAPHS, self.port, fresh=fresh, auth=auth
             )
+            env["HITL_TEST_KEYS_FILE"] = str(self.workdir / "keys")
         else:
             argv, env, health = peer_servers.aegra_command(
                 self.venv, run_dir, GRAPHS, self.port, f"{PG}/{self.database}"
@@ -78,7 +85,12 @@ class PeerServer:
             self.proc.wait(timeout=5)
 
     def client(self):
-        return get_sync_client(url=self.base_url, api_key=None)
+        return get_sync_client(url=self.base_url, api_key=self.api_key)
+
+    def accept_only(self, key: str) -> None:
+        """Revoke every key but `key`."""
+        (self.workdir / "keys").write_text(key)
+        self.api_key = key
 
     def interrupted_thread(self, graph: str, **input) -> str:
         """A new remote thread of `graph`, run until it pauses; its id."""
@@ -92,6 +104,15 @@ class PeerServer:
 @pytest.fixture(scope="module", params=["langgraph-dev", "aegra"])
 def peer(request, tmp_path_factory) -> Iterator[PeerServer]:
     server = PeerServer(request.param, tmp_path_factory.mktemp(request.param))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def keyed_peer(tmp_path_factory) -> Iterator[PeerServer]:
+    """`langgraph dev` that refuses requests without one of its API keys."""
+    server = PeerServer("langgraph-dev", tmp_path_factory.mktemp("keyed"), api_key="first-key")
     server.start()
     yield server
     server.stop()

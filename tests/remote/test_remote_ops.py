@@ -148,3 +148,57 @@ def test_deployments_declared_in_settings_are_registered(settings, reviewers_gro
 def test_bad_remote_deployment_settings_fail_loudly(raw, message):
     with pytest.raises(ImproperlyConfigured, match=message):
         _remote_deployments(raw)
+
+
+def test_a_revoked_key_shows_and_holds_decisions_until_a_new_key_is_set(
+    keyed_peer, reviewers_group, reviewer, admin_client, client, manual_runs
+):
+    from hitl.core.decisions import interrupt_resolve
+
+    deployment = RemoteDeployment.objects.create(
+        name="keyed",
+        base_url=keyed_peer.base_url,
+        api_key="first-key",
+        reviewer_group=reviewers_group,
+    )
+    remote_id = keyed_peer.interrupted_thread("review")
+    assert deployment_poll(deployment)["failed"] == 0
+    [row] = _rows(remote_id)
+
+    keyed_peer.accept_only("second-key")  # the team rotates its key
+    assert deployment_poll(deployment)["failed"] == 1
+    deployment.refresh_from_db()
+    assert deployment.last_error == "the API key was refused (401)"
+    assert client.get("/healthz").json()["remote"]["keyed"] == (
+        "error: the API key was refused (401)"
+    )
+    assert (
+        "failing: the API key was refused"
+        in admin_client.get("/admin/hitl/remotedeployment/").content.decode()
+    )
+
+    run = interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept").resume_run
+    assert manual_runs(run) == "retry"
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    assert run.error == "pending delivery to keyed: the API key was refused (401)"
+
+    # The new key, set in admin.
+    admin_client.post(
+        f"/admin/hitl/remotedeployment/{deployment.pk}/change/",
+        {
+            "name": "keyed",
+            "base_url": keyed_peer.base_url,
+            "api_key": "second-key",
+            "graphs": "[]",
+            "reviewer_group": reviewers_group.pk,
+            "enabled": "on",
+        },
+    )
+    assert manual_runs(run) == "delivered"
+    remote = keyed_peer.client()
+    wait_for(lambda: remote.threads.get(remote_id)["status"] == "idle", 30, 0.1, "the remote run")
+    deployment.refresh_from_db()
+    assert deployment.api_key == "second-key"
+    assert deployment_poll(deployment)["failed"] == 0
+    assert RemoteDeployment.objects.get(pk=deployment.pk).last_error == ""
