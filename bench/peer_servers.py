@@ -113,17 +113,15 @@ def langgraph_dev_command(
     port: int,
     *,
     fresh: bool = True,
-    auth: str = "",
+    extra: dict | None = None,
 ) -> tuple[list[str], dict[str, str], str]:
     """(argv, env, health URL) of `langgraph dev` serving `graphs` ({id: "file.py:attr"})
     from `run_dir`. Its in-memory state is saved there on a clean stop and read back on
-    the next start unless `fresh`. `auth`: its custom auth handler ("file.py:attr")."""
+    the next start unless `fresh`. `extra`: more of langgraph.json (auth, webhooks)."""
     if fresh:
         shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    config: dict = {"dependencies": ["."], "graphs": graphs}
-    if auth:
-        config["auth"] = {"path": auth}
+    config: dict = {"dependencies": ["."], "graphs": graphs, **(extra or {})}
     (run_dir / "langgraph.json").write_text(json.dumps(config, indent=2))
     env = clean_env(
         LANGSMITH_TRACING="false",

@@ -523,6 +523,9 @@ HITL_REMOTE_POLL_SECONDS = envfloat("HITL_REMOTE_POLL_SECONDS", 5.0)
 HITL_REMOTE_TIMEOUT = envfloat("HITL_REMOTE_TIMEOUT", 10.0)
 # A resume the deployment could not take (unreachable, key refused) is retried this often.
 HITL_REMOTE_RETRY_SECONDS = envfloat("HITL_REMOTE_RETRY_SECONDS", 5.0)
+# Resume runs HITL starts on a deployment carry a webhook to HITL_PUBLIC_URL, so the
+# thread is followed as soon as the run ends (the poll stays the safety net).
+HITL_REMOTE_WEBHOOKS = envbool("HITL_REMOTE_WEBHOOKS", True)
 # LangGraph-compatible API and AG-UI endpoint: the longest a request waits for a run.
 HITL_API_WAIT_SECONDS = envfloat("HITL_API_WAIT_SECONDS", 300.0)
 # Browser origins allowed to call /langgraph/ and /agui/ (e.g. a hosted Agent Inbox).

@@ -48,13 +48,14 @@ class PeerServer:
     def start(self, *, fresh: bool = True) -> None:
         run_dir = self.workdir / "run"
         if self.kind == "langgraph-dev":
-            auth = ""
+            # Run webhooks may call HITL on this machine (refused by default).
+            extra: dict = {"webhooks": {"url": {"disable_loopback": False, "require_https": False}}}
             if self.api_key is not None:
                 # Keys it accepts are read from a file on each request: tests revoke one.
                 (self.workdir / "keys").write_text(self.api_key)
-                auth = f"{AUTH_FILE}:auth"
+                extra["auth"] = {"path": f"{AUTH_FILE}:auth"}
             argv, env, health = peer_servers.langgraph_dev_command(
-                self.venv, run_dir, GRAPHS, self.port, fresh=fresh, auth=auth
+                self.venv, run_dir, GRAPHS, self.port, fresh=fresh, extra=extra
             )
             env["HITL_TEST_KEYS_FILE"] = str(self.workdir / "keys")
         else:

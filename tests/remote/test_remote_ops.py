@@ -202,3 +202,44 @@ def test_a_revoked_key_shows_and_holds_decisions_until_a_new_key_is_set(
     assert deployment.api_key == "second-key"
     assert deployment_poll(deployment)["failed"] == 0
     assert RemoteDeployment.objects.get(pk=deployment.pk).last_error == ""
+
+
+@pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
+def test_the_run_webhook_follows_the_thread_without_a_poll(
+    peer, deployment, reviewer, asgi_server, settings, manual_runs
+):
+    from hitl.core.decisions import interrupt_resolve
+    from hitl.core.models import Thread
+
+    settings.HITL_PUBLIC_URL = asgi_server
+    remote_id = peer.interrupted_thread("review")
+    assert deployment_poll(deployment)["made"] >= 1
+    [row] = _rows(remote_id)
+
+    run = interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept").resume_run
+    assert manual_runs(run) == "delivered"
+    # No poll from here: the deployment calls HITL back when its run ends.
+    wait_for(
+        lambda: Thread.objects.get(pk=row.thread_id).status == Thread.Status.DONE,
+        30,
+        0.1,
+        "the webhook to mark the thread done",
+    )
+
+
+@pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
+def test_a_webhook_with_a_wrong_token_or_body_changes_nothing(peer, deployment, client):
+    from hitl.core.remote.webhook import webhook_token
+
+    token = webhook_token(deployment)
+    assert client.post("/remote/prod/webhook/wrong/", b"{}", "application/json").status_code == 404
+    assert (
+        client.post(f"/remote/other/webhook/{token}/", b"{}", "application/json").status_code == 404
+    )
+    bad = client.post(f"/remote/prod/webhook/{token}/", b"not json", "application/json")
+    assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
+    unknown = client.post(
+        f"/remote/prod/webhook/{token}/", b'{"thread_id": "not-ours"}', "application/json"
+    )
+    assert unknown.status_code == 202 and unknown.json()["made"] == 0
+    assert client.get(f"/remote/prod/webhook/{token}/").status_code == 405

@@ -14,12 +14,14 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from langgraph_sdk import errors as sdk_errors
 
 from hitl.core.db import statements
 from hitl.core.live import events
 from hitl.core.models import RemoteThread, Run, Thread
 from hitl.core.remote.client import Fault, client_for, deployment_health, fault_of
 from hitl.core.remote.mirror import remote_interrupts
+from hitl.core.remote.webhook import webhook_url
 from hitl.core.runs.start import announce_thread
 from hitl.core.worker import lease
 
@@ -51,6 +53,31 @@ def _check_still_pending(client: Any, link: RemoteThread, resume: dict[str, Any]
         )
 
 
+def _create_run(client: Any, link: RemoteThread, resume: dict[str, Any]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "command": {"resume": resume},
+        # A thread busy with another run refuses (409) instead of queueing ours.
+        "multitask_strategy": "reject",
+    }
+    webhook = webhook_url(link.deployment)
+    if webhook:
+        kwargs["webhook"] = webhook
+    try:
+        return client.runs.create(
+            link.remote_thread_id, link.assistant_id or link.graph_id, **kwargs
+        )
+    except (sdk_errors.UnprocessableEntityError, sdk_errors.BadRequestError) as exc:
+        if not webhook or "webhook" not in str(exc.message).lower():
+            raise
+        # The deployment's webhook policy refuses our address (say a loopback one): the
+        # resume goes without it, and the poll follows the thread.
+        log.warning("%s refused the run webhook (%s)", link.deployment.name, exc.message)
+        del kwargs["webhook"]
+        return client.runs.create(
+            link.remote_thread_id, link.assistant_id or link.graph_id, **kwargs
+        )
+
+
 def resume_deliver(run: Run, *, worker: str) -> tuple[str, float]:
     """Resume the remote thread with the run's answers. Returns (outcome, retry_after)."""
     link = RemoteThread.objects.select_related("deployment").filter(thread_id=run.thread_id).first()
@@ -62,13 +89,7 @@ def resume_deliver(run: Run, *, worker: str) -> tuple[str, float]:
     client = client_for(deployment)
     try:
         _check_still_pending(client, link, resume)
-        made = client.runs.create(
-            link.remote_thread_id,
-            link.assistant_id or link.graph_id,
-            command={"resume": resume},
-            # A thread busy with another run refuses (409) instead of queueing ours.
-            multitask_strategy="reject",
-        )
+        made = _create_run(client, link, resume)
     except _Refused as refused:
         return _refused(run, worker, deployment.name, refused.message)
     except Exception as exc:

@@ -231,6 +231,20 @@ def _with_interrupts(client: Any, remote: dict[str, Any]) -> dict[str, Any]:
     return remote
 
 
+def thread_refresh(deployment: RemoteDeployment, remote_thread_id: str) -> int:
+    """Read one remote thread through the API and sync its mirror (a webhook's follow-up)."""
+    client = client_for(deployment)
+    try:
+        remote = _with_interrupts(client, client.threads.get(remote_thread_id))
+    except Exception as exc:
+        fault = fault_of(exc)
+        if fault is None:
+            raise
+        deployment_health(deployment, error=fault[1])
+        return 0
+    return thread_sync(deployment, remote)
+
+
 def deployment_poll(deployment: RemoteDeployment) -> dict[str, int]:
     """One poll: mirror newly interrupted threads, then follow the mirrored open ones.
 
