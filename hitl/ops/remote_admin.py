@@ -39,6 +39,9 @@ class RemoteDeploymentForm(forms.ModelForm):
             deployment.api_key = ""
         elif not key and deployment.pk:
             deployment.api_key = RemoteDeployment.objects.get(pk=deployment.pk).api_key
+        if {"base_url", "graphs"} & set(self.changed_data):
+            # Another server or more graphs: look at every interrupted thread again.
+            deployment.cursor = None
         if commit:
             deployment.save()
         return deployment

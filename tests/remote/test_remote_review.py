@@ -110,6 +110,8 @@ def test_each_decision_resumes_the_remote_thread(
     run = decide(row, reviewer, response_type, args)
     assert run is not None and run.kind == Run.Kind.RESUME
     assert manual_runs(run) == "delivered"
+    answered = AuditEvent.objects.get(kind="interrupt.answered", interrupt=row)
+    assert answered.actor == reviewer and answered.data["response_type"] == response_type
 
     remote = remote_values(peer, remote_id)
     assert remote["status"] == "idle"
@@ -274,3 +276,21 @@ def test_the_thread_page_shows_the_remote_state_and_history(
     assert "the quarterly report" in page  # the remote state's values
     assert page.count('class="checkpoint"') >= 3  # its history: input, review, act
     assert "key-not-for-pages" not in page
+
+
+def test_an_undone_decision_never_reaches_the_deployment(peer, deployment, reviewer, manual_runs):
+    from hitl.core.decisions import interrupt_undo
+
+    remote_id = peer.interrupted_thread("review")
+    [row] = mirrored(deployment, remote_id)
+    answer = interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="ignore", grace=60)
+    assert answer.resume_run is None  # held for the grace period
+    interrupt_undo(interrupt_id=row.pk, user=reviewer)
+    row.refresh_from_db()
+    assert row.status == HumanInterrupt.Status.PENDING
+    assert not Run.objects.filter(thread_id=row.thread_id, kind=Run.Kind.RESUME).exists()
+    assert peer.client().threads.get(remote_id)["status"] == "interrupted"
+
+    run = decide(row, reviewer, "accept")
+    assert manual_runs(run) == "delivered"
+    assert remote_values(peer, remote_id)["values"]["decision"]["type"] == "accept"

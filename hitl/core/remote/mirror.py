@@ -306,9 +306,13 @@ def deployments_from_settings() -> None:
 def deployments_poll() -> dict[str, dict[str, int]]:
     """Poll every enabled deployment (beat calls this every HITL_REMOTE_POLL_SECONDS)."""
     deployments_from_settings()
-    return {
-        deployment.name: deployment_poll(deployment)
-        for deployment in RemoteDeployment.objects.filter(enabled=True).select_related(
-            "reviewer_group"
-        )
-    }
+    found = {}
+    for deployment in RemoteDeployment.objects.filter(enabled=True).select_related(
+        "reviewer_group"
+    ):
+        try:
+            found[deployment.name] = deployment_poll(deployment)
+        except Exception:  # one deployment's surprise must not stop the others' polls
+            log.exception("polling remote deployment %s failed", deployment.name)
+            found[deployment.name] = {"made": 0, "followed": 0, "failed": 1}
+    return found
