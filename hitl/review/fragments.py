@@ -226,6 +226,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     ended = cancelled or (latest is not None and latest.status == Run.Status.ERROR)
     if cancelled:
         shown_status = "cancelled"
+    remote = _remote_context(thread)
     return {
         "failed_actions": latest_failed,
         "latest_run": latest if ended else None,
@@ -234,6 +235,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         and latest.status == Run.Status.ERROR
         and user.has_perm("hitl.change_run"),
         "can_new_run": ended
+        and remote is None  # another deployment's threads start there
         and thread.status not in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_run_thread(user, thread),
         "shown_status": shown_status,
@@ -251,7 +253,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         **batch_context(thread, user),
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_cancel_thread(user, thread),
-        "remote": _remote_context(thread),
+        "remote": remote,
     }
 
 

@@ -203,17 +203,17 @@ def test_an_interrupt_answered_elsewhere_closes_its_row(peer, deployment, review
 
 
 def test_a_decision_that_lost_the_race_is_refused_and_recorded(
-    peer, deployment, reviewer, manual_runs
+    peer, deployment, reviewer, manual_runs, client
 ):
     remote_id = peer.interrupted_thread("review")
     [row] = mirrored(deployment, remote_id)
     run = decide(row, reviewer, "accept")  # queued, not delivered yet
 
-    client = peer.client()
-    made = client.runs.create(
+    remote = peer.client()
+    made = remote.runs.create(
         remote_id, "review", command={"resume": {row.interrupt_id: [{"type": "ignore"}]}}
     )
-    client.runs.join(remote_id, made["run_id"])
+    remote.runs.join(remote_id, made["run_id"])
 
     assert manual_runs(run) == "refused"
     run.refresh_from_db()
@@ -227,6 +227,11 @@ def test_a_decision_that_lost_the_race_is_refused_and_recorded(
     deployment_poll(deployment)  # the poll does not hide the refusal
     thread.refresh_from_db()
     assert thread.status == Thread.Status.ERROR
+    # The reviewer sees it on the thread.
+    client.force_login(reviewer)
+    page = client.get(f"/threads/{thread.pk}/").content.decode()
+    assert "refused by prod: 409" in page
+    assert "Start a new run" not in page
 
 
 def test_a_deployment_down_mid_decision_delivers_once_it_is_back(
