@@ -299,3 +299,27 @@ def test_an_undone_decision_never_reaches_the_deployment(peer, deployment, revie
     run = decide(row, reviewer, "accept")
     assert manual_runs(run) == "delivered"
     assert remote_values(peer, remote_id)["values"]["decision"]["type"] == "accept"
+
+
+def test_a_delivery_whose_worker_died_after_sending_is_not_taken_for_a_conflict(
+    peer, deployment, reviewer, manual_runs
+):
+    remote_id = peer.interrupted_thread("review")
+    [row] = mirrored(deployment, remote_id)
+    run = decide(row, reviewer, "accept")
+    # What an attempt that died right after sending leaves: the remote run, tagged with
+    # the local run's id, and the local run still to be recorded.
+    client = peer.client()
+    sent = client.runs.create(
+        remote_id,
+        "review",
+        command=run.input,
+        metadata={"hitl_run_id": str(run.pk)},
+    )
+    client.runs.join(remote_id, sent["run_id"])
+
+    assert manual_runs(run) == "delivered"
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCESS
+    assert run.result == {"remote_run_id": sent["run_id"]}
+    assert len(client.runs.list(remote_id)) == 2  # the first run and the one resume

@@ -36,6 +36,15 @@ class _Refused(Exception):
         self.kind, self.message = kind, message
 
 
+def _delivered_before(client: Any, link: RemoteThread, run: Run) -> dict[str, Any] | None:
+    """The remote run an earlier attempt of `run` made but never recorded, found by the
+    hitl_run_id it carries."""
+    for made in client.runs.list(link.remote_thread_id, limit=20):
+        if (made.get("metadata") or {}).get("hitl_run_id") == str(run.pk):
+            return made
+    return None
+
+
 def _check_still_pending(client: Any, link: RemoteThread, resume: dict[str, Any]) -> None:
     """Refuse, as the server would with a 409, a resume of interrupts no longer pending:
     LangGraph servers accept such a run and do nothing with the answer."""
@@ -53,9 +62,11 @@ def _check_still_pending(client: Any, link: RemoteThread, resume: dict[str, Any]
         )
 
 
-def _create_run(client: Any, link: RemoteThread, resume: dict[str, Any]) -> dict[str, Any]:
+def _create_run(client: Any, link: RemoteThread, run: Run) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
-        "command": {"resume": resume},
+        "command": {"resume": run.input["resume"]},
+        # Finds it again if this attempt dies before recording the delivery.
+        "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(run.thread_id)},
         # A thread busy with another run refuses (409) instead of queueing ours.
         "multitask_strategy": "reject",
     }
@@ -86,10 +97,18 @@ def resume_deliver(run: Run, *, worker: str) -> tuple[str, float]:
         lease.run_fail(run_id=run.pk, worker=worker, error="Nothing to deliver to a deployment.")
         return "error", 0.0
     deployment = link.deployment
-    client = client_for(deployment)
     try:
-        _check_still_pending(client, link, resume)
-        made = _create_run(client, link, resume)
+        with client_for(deployment) as client:
+            try:
+                _check_still_pending(client, link, resume)
+            except _Refused:
+                # Ours, if an earlier attempt sent it and never heard back (it died, or
+                # the answer timed out): then it is delivered, not refused.
+                made = _delivered_before(client, link, run)
+                if made is None:
+                    raise
+            else:
+                made = _create_run(client, link, run)
     except _Refused as refused:
         return _refused(run, worker, deployment.name, refused.message)
     except Exception as exc:
@@ -114,7 +133,9 @@ def _pending(run: Run, worker: str, name: str, message: str) -> tuple[str, float
         Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
             error=f"{PENDING_DELIVERY} to {name}: {message}"
         )
-    announce_thread(Thread(pk=run.thread_id, status=Thread.Status.BUSY))
+    thread = Thread.objects.filter(pk=run.thread_id).first()
+    if thread is not None:  # open pages show the decision waiting
+        announce_thread(thread)
     return "retry", settings.HITL_REMOTE_RETRY_SECONDS
 
 

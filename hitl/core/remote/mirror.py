@@ -233,9 +233,9 @@ def _with_interrupts(client: Any, remote: dict[str, Any]) -> dict[str, Any]:
 
 def thread_refresh(deployment: RemoteDeployment, remote_thread_id: str) -> int:
     """Read one remote thread through the API and sync its mirror (a webhook's follow-up)."""
-    client = client_for(deployment)
     try:
-        remote = _with_interrupts(client, client.threads.get(remote_thread_id))
+        with client_for(deployment) as client:
+            remote = _with_interrupts(client, client.threads.get(remote_thread_id))
     except Exception as exc:
         fault = fault_of(exc)
         if fault is None:
@@ -249,37 +249,44 @@ def deployment_poll(deployment: RemoteDeployment) -> dict[str, int]:
     """One poll: mirror newly interrupted threads, then follow the mirrored open ones.
 
     A deployment that cannot be reached (or refuses the key) is marked on its row and
-    polled again next time; nothing local changes meanwhile.
+    polled again next time.
     """
-    client = client_for(deployment)
-    made = followed = 0
     try:
-        found = _interrupted_since(client, deployment.cursor)
-        for remote in found:
-            made += thread_sync(deployment, _with_interrupts(client, remote))
-        newest = max((_when(r.get("updated_at")) for r in found), default=None, key=_key)
-        if newest is not None and (deployment.cursor is None or newest > deployment.cursor):
-            RemoteDeployment.objects.filter(pk=deployment.pk).update(cursor=newest)
-            deployment.cursor = newest
-        open_ids = list(
-            RemoteThread.objects.filter(
-                deployment=deployment,
-                thread__status__in=[Thread.Status.INTERRUPTED, Thread.Status.BUSY],
-            ).values_list("remote_thread_id", flat=True)[: PAGE * MAX_PAGES]
-        )
-        for start in range(0, len(open_ids), PAGE):
-            ids = open_ids[start : start + PAGE]
-            for remote in client.threads.search(ids=ids, limit=len(ids)):
-                followed += 1
-                made += thread_sync(deployment, _with_interrupts(client, remote))
+        with client_for(deployment) as client:
+            made, followed = _poll(deployment, client)
     except Exception as exc:
         fault = fault_of(exc)
         if fault is None:
             raise
         deployment_health(deployment, error=fault[1])
-        return {"made": made, "followed": followed, "failed": 1}
+        return {"made": 0, "followed": 0, "failed": 1}
     deployment_health(deployment)
     return {"made": made, "followed": followed, "failed": 0}
+
+
+def _poll(deployment: RemoteDeployment, client: Any) -> tuple[int, int]:
+    """(rows made, threads followed): new interrupted threads from the cursor on, then
+    the mirrored threads still open here (paused, or busy after a delivered decision)."""
+    made = followed = 0
+    found = _interrupted_since(client, deployment.cursor)
+    for remote in found:
+        made += thread_sync(deployment, _with_interrupts(client, remote))
+    newest = max((_when(r.get("updated_at")) for r in found), default=None, key=_key)
+    if newest is not None and (deployment.cursor is None or newest > deployment.cursor):
+        RemoteDeployment.objects.filter(pk=deployment.pk).update(cursor=newest)
+        deployment.cursor = newest
+    open_ids = list(
+        RemoteThread.objects.filter(
+            deployment=deployment,
+            thread__status__in=[Thread.Status.INTERRUPTED, Thread.Status.BUSY],
+        ).values_list("remote_thread_id", flat=True)[: PAGE * MAX_PAGES]
+    )
+    for start in range(0, len(open_ids), PAGE):
+        ids = open_ids[start : start + PAGE]
+        for remote in client.threads.search(ids=ids, limit=len(ids)):
+            followed += 1
+            made += thread_sync(deployment, _with_interrupts(client, remote))
+    return made, followed
 
 
 def _key(when: datetime | None) -> float:

@@ -27,9 +27,9 @@ def _call(link: RemoteThread, method: str, **kwargs: Any) -> Any:
     if link.deployment.last_error.startswith(Fault.UNREACHABLE):
         # Known to be away: a page must not wait for connections to time out.
         raise RemoteUnreadable(f"{link.deployment.name}: {link.deployment.last_error}")
-    client = client_for(link.deployment)
     try:
-        return getattr(client.threads, method)(link.remote_thread_id, **kwargs)
+        with client_for(link.deployment) as client:
+            return getattr(client.threads, method)(link.remote_thread_id, **kwargs)
     except Exception as exc:
         fault = fault_of(exc)
         if fault is None:
