@@ -32,8 +32,9 @@ def _rows(remote_id: str) -> list[HumanInterrupt]:
 
 @pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
 def test_a_worker_polls_and_retries_a_resume_until_the_deployment_is_back(
-    peer, deployment, reviewer, client, worker_factory
+    peer, deployment, reviewer, client, worker_factory, settings
 ):
+    assert settings.CELERY_BEAT_SCHEDULE["hitl-remote-poll"]["task"] == "hitl.remote.poll"
     worker_factory("remote", HITL_REMOTE_RETRY_SECONDS="0.5")
     remote_id = peer.interrupted_thread("review")
 
@@ -134,6 +135,12 @@ def test_deployments_declared_in_settings_are_registered(settings, reviewers_gro
         ["agent"],
     )
     assert made.reviewer_group == reviewers_group and made.from_settings
+
+    # An admin edit of a declared deployment is put back at the next poll.
+    RemoteDeployment.objects.filter(pk=made.pk).update(base_url="https://elsewhere.example.com")
+    deployments_from_settings()
+    made.refresh_from_db()
+    assert made.base_url == "https://agents.example.com"
 
 
 @pytest.mark.parametrize(

@@ -294,20 +294,25 @@ def _key(when: datetime | None) -> float:
 
 
 def deployments_from_settings() -> None:
-    """Create or update the deployments declared in HITL_REMOTE_DEPLOYMENTS."""
+    """Create or update the deployments declared in HITL_REMOTE_DEPLOYMENTS (written only
+    when something differs: this runs before every poll)."""
     for spec in settings.HITL_REMOTE_DEPLOYMENTS:
         group = group_named(spec["reviewer_group"]) if spec.get("reviewer_group") else None
-        RemoteDeployment.objects.update_or_create(
-            name=spec["name"],
-            defaults={
-                "base_url": spec["url"],
-                "api_key": spec.get("api_key") or "",
-                "graphs": list(spec.get("graphs") or []),
-                "reviewer_group": group,
-                "enabled": spec.get("enabled", True),
-                "from_settings": True,
-            },
-        )
+        wanted = {
+            "base_url": spec["url"],
+            "api_key": spec.get("api_key") or "",
+            "graphs": list(spec.get("graphs") or []),
+            "reviewer_group": group,
+            "enabled": spec.get("enabled", True),
+            "from_settings": True,
+        }
+        deployment = RemoteDeployment.objects.filter(name=spec["name"]).first()
+        if deployment is None:
+            RemoteDeployment.objects.create(name=spec["name"], **wanted)
+        elif any(getattr(deployment, k) != v for k, v in wanted.items()):
+            for name, value in wanted.items():
+                setattr(deployment, name, value)
+            deployment.save()
 
 
 def deployments_poll() -> dict[str, dict[str, int]]:
