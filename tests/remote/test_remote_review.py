@@ -323,3 +323,16 @@ def test_a_delivery_whose_worker_died_after_sending_is_not_taken_for_a_conflict(
     assert run.status == Run.Status.SUCCESS
     assert run.result == {"remote_run_id": sent["run_id"]}
     assert len(client.runs.list(remote_id)) == 2  # the first run and the one resume
+
+
+def test_a_thread_deleted_on_the_deployment_withdraws_its_items(peer, deployment):
+    remote_id = peer.interrupted_thread("review")
+    [row] = mirrored(deployment, remote_id)
+
+    peer.client().threads.delete(remote_id)
+    deployment_poll(deployment)
+    row.refresh_from_db()
+    assert row.status == HumanInterrupt.Status.CANCELLED
+    event = AuditEvent.objects.get(kind="interrupt.cancelled", interrupt=row)
+    assert event.data["reason"] == "remote thread deleted"
+    assert Thread.objects.get(pk=row.thread_id).status == Thread.Status.IDLE

@@ -39,7 +39,14 @@ log = logging.getLogger(__name__)
 PAGE = 100
 MAX_PAGES = 10
 # The remote thread's status -> the local thread's, once nothing is pending here.
-_SETTLED = {"idle": Thread.Status.DONE, "error": Thread.Status.ERROR, "busy": Thread.Status.BUSY}
+# A mirrored thread the deployment no longer lists is synced with this status.
+DELETED = "deleted"
+_SETTLED = {
+    "idle": Thread.Status.DONE,
+    "error": Thread.Status.ERROR,
+    "busy": Thread.Status.BUSY,
+    DELETED: Thread.Status.IDLE,
+}
 
 
 def remote_interrupts(remote: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -89,10 +96,11 @@ def _link(deployment: RemoteDeployment, remote: dict[str, Any]) -> RemoteThread:
 
 
 def _close_answered_elsewhere(
-    thread: Thread, rows: list[HumanInterrupt], deployment: RemoteDeployment
+    thread: Thread, rows: list[HumanInterrupt], deployment: RemoteDeployment, reason: str
 ) -> None:
     """Withdraw rows whose interrupt the remote thread no longer has (decided elsewhere,
-    for example in Agent Inbox), with their audit events; inside the caller's transaction."""
+    for example in Agent Inbox, or the thread was deleted), with their audit events;
+    inside the caller's transaction."""
     HumanInterrupt.objects.filter(pk__in=[r.pk for r in rows]).update(
         status=HumanInterrupt.Status.CANCELLED
     )
@@ -102,7 +110,7 @@ def _close_answered_elsewhere(
                 kind=audit.Kind.INTERRUPT_CANCELLED,
                 thread=thread,
                 interrupt=row,
-                data={"reason": "answered elsewhere", "deployment": deployment.name},
+                data={"reason": reason, "deployment": deployment.name},
             )
             for row in rows
         ]
@@ -157,7 +165,8 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
             if row.status == HumanInterrupt.Status.PENDING and row.interrupt_id not in live
         ]
         if gone and not waiting:
-            _close_answered_elsewhere(thread, gone, deployment)
+            reason = "remote thread deleted" if status == DELETED else "answered elsewhere"
+            _close_answered_elsewhere(thread, gone, deployment, reason)
         RemoteThread.objects.filter(pk=link.pk).update(
             remote_status=status[:16], remote_updated_at=_when(remote.get("updated_at"))
         )
@@ -283,9 +292,13 @@ def _poll(deployment: RemoteDeployment, client: Any) -> tuple[int, int]:
     )
     for start in range(0, len(open_ids), PAGE):
         ids = open_ids[start : start + PAGE]
-        for remote in client.threads.search(ids=ids, limit=len(ids)):
+        listed = client.threads.search(ids=ids, limit=len(ids))
+        for remote in listed:
             followed += 1
             made += thread_sync(deployment, _with_interrupts(client, remote))
+        for missing in set(ids) - {remote["thread_id"] for remote in listed}:
+            # Deleted there: nothing of it is left to decide.
+            thread_sync(deployment, {"thread_id": missing, "status": DELETED, "interrupts": {}})
     return made, followed
 
 
