@@ -85,6 +85,15 @@ class PeerServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=5)
 
+    def remove(self) -> None:
+        """Stop it and drop what it kept outside its work directory (Aegra's database)."""
+        self.stop()
+        if self.kind == "aegra":
+            import psycopg
+
+            with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+                conn.execute(f'drop database if exists "{self.database}" with (force)')
+
     def client(self):
         return get_sync_client(url=self.base_url, api_key=self.api_key)
 
@@ -107,7 +116,7 @@ def peer(request, tmp_path_factory) -> Iterator[PeerServer]:
     server = PeerServer(request.param, tmp_path_factory.mktemp(request.param))
     server.start()
     yield server
-    server.stop()
+    server.remove()
 
 
 @pytest.fixture(scope="module")
@@ -116,4 +125,4 @@ def keyed_peer(tmp_path_factory) -> Iterator[PeerServer]:
     server = PeerServer("langgraph-dev", tmp_path_factory.mktemp("keyed"), api_key="first-key")
     server.start()
     yield server
-    server.stop()
+    server.remove()
