@@ -315,6 +315,7 @@ def test_a_delivery_whose_worker_died_after_sending_is_not_taken_for_a_conflict(
         "review",
         command=run.input,
         metadata={"hitl_run_id": str(run.pk)},
+        config={"configurable": {"hitl_run_id": str(run.pk)}},
     )
     client.runs.join(remote_id, sent["run_id"])
 

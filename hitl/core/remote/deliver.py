@@ -40,7 +40,10 @@ def _delivered_before(client: Any, link: RemoteThread, run: Run) -> dict[str, An
     """The remote run an earlier attempt of `run` made but never recorded, found by the
     hitl_run_id it carries."""
     for made in client.runs.list(link.remote_thread_id, limit=20):
-        if (made.get("metadata") or {}).get("hitl_run_id") == str(run.pk):
+        # LangGraph Server keeps a run's metadata; Aegra only its config.
+        config = made.get("config") or (made.get("kwargs") or {}).get("config") or {}
+        tags = [made.get("metadata") or {}, config.get("configurable") or {}]
+        if any(tag.get("hitl_run_id") == str(run.pk) for tag in tags):
             return made
     return None
 
@@ -65,8 +68,10 @@ def _check_still_pending(client: Any, link: RemoteThread, resume: dict[str, Any]
 def _create_run(client: Any, link: RemoteThread, run: Run) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "command": {"resume": run.input["resume"]},
-        # Finds it again if this attempt dies before recording the delivery.
+        # Finds it again if this attempt dies before recording the delivery (and the
+        # remote checkpoints it writes name the HITL run).
         "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(run.thread_id)},
+        "config": {"configurable": {"hitl_run_id": str(run.pk)}},
         # A thread busy with another run refuses (409) instead of queueing ours.
         "multitask_strategy": "reject",
     }
