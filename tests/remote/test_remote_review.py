@@ -272,10 +272,12 @@ def test_the_thread_page_shows_the_remote_state_and_history(
 ):
     remote_id = peer.interrupted_thread("review", request="the quarterly report")
     [row] = mirrored(deployment, remote_id)
+    client.force_login(reviewer)
+    inbox = client.get("/").content.decode()
+    assert row.thread.title in inbox and "send_email" in inbox  # in the reviewer's inbox
     manual_runs(decide(row, reviewer, "accept"))
     remote_values(peer, remote_id)
 
-    client.force_login(reviewer)
     page = client.get(f"/threads/{row.thread_id}/").content.decode()
     assert "Runs on prod" in page and remote_id in page
     assert "the quarterly report" in page  # the remote state's values
