@@ -288,7 +288,10 @@ def _poll(deployment: RemoteDeployment, client: Any) -> tuple[int, int]:
         RemoteThread.objects.filter(
             deployment=deployment,
             thread__status__in=[Thread.Status.INTERRUPTED, Thread.Status.BUSY],
-        ).values_list("remote_thread_id", flat=True)[: PAGE * MAX_PAGES]
+        )
+        # Those just read from the search are up to date already.
+        .exclude(remote_thread_id__in=[remote["thread_id"] for remote in found])
+        .values_list("remote_thread_id", flat=True)[: PAGE * MAX_PAGES]
     )
     for start in range(0, len(open_ids), PAGE):
         ids = open_ids[start : start + PAGE]
