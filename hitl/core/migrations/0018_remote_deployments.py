@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("hitl", "0016_slack_email_approvals"),
+        ("hitl", "0017_admin_labels"),
     ]
 
     operations = [
