@@ -553,6 +553,7 @@ from hitl.core.models.notify import (  # noqa: E402
     NotificationPreference,
 )
 from hitl.core.models.policy import Approval, DecisionRule, RuleHit  # noqa: E402
+from hitl.core.models.remote import REMOTE_GRAPH_PREFIX, RemoteDeployment, RemoteThread  # noqa: E402
 from hitl.core.models.sso import SsoIdentity  # noqa: E402
 
 __all__ = [
@@ -570,6 +571,9 @@ __all__ = [
     "InterruptSnooze",
     "Notification",
     "NotificationPreference",
+    "REMOTE_GRAPH_PREFIX",
+    "RemoteDeployment",
+    "RemoteThread",
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",

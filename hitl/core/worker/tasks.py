@@ -9,6 +9,7 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
@@ -25,7 +26,7 @@ from hitl.core.files import artifacts
 from hitl.core.files.storage import thread_files
 from hitl.core.live import agui, events
 from hitl.core.live.agui import jsonable
-from hitl.core.models import Run
+from hitl.core.models import REMOTE_GRAPH_PREFIX, Run
 from hitl.core.registry import registry
 from hitl.core.runs import multitask
 from hitl.core.runs.config import graph_config, graph_context
@@ -47,6 +48,29 @@ INTERRUPT = "__interrupt__"
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# A run of a thread mirrored from another deployment is delivered there, not run here;
+# the deliverer lives in hitl.core.remote (above this room) and is handed over in apps.py.
+_remote: dict[str, Callable[..., tuple[str, float]]] = {}
+
+
+def use_remote(*, deliver: Callable[..., tuple[str, float]]) -> None:
+    _remote["deliver"] = deliver
+
+
+def _deliver_remote(run: Run, worker: str) -> tuple[str, float]:
+    try:
+        return _remote["deliver"](run, worker=worker)
+    except Exception as exc:
+        if is_transient(exc):
+            connection.close()
+            with contextlib.suppress(Exception):
+                lease.run_release(run_id=run.pk, worker=worker)
+            return "retry", TRANSIENT_RETRY_SECONDS
+        log.exception("run %s could not be delivered", run.pk)
+        lease.run_fail(run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc)))
+        return "error", 0.0
 
 
 def _schema_json(schema: Any) -> dict[str, Any] | None:
@@ -367,6 +391,8 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         return ("busy" if retry_after else "skipped"), retry_after
     thread = run.thread
     logcontext.bind(thread_id=thread.pk, run_id=run.pk)
+    if thread.graph.startswith(REMOTE_GRAPH_PREFIX) and "deliver" in _remote:
+        return _deliver_remote(run, worker)
     # The run's own config (a /langgraph client's, merged over its assistant's), with
     # HITL's keys on top. The file store is an object, so it is never checkpointed.
     config = graph_config(
