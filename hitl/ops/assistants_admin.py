@@ -14,8 +14,8 @@ from hitl.core.runs.assistants import (
     assistant_delete,
     assistant_set_latest,
     assistant_update,
-    check_config,
 )
+from hitl.core.runs.config import check_config
 
 
 class AssistantForm(forms.ModelForm):

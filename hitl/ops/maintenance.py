@@ -27,6 +27,7 @@ from hitl.core import decisions
 from hitl.core.errors import ServiceError, is_transient
 from hitl.core.live import redis as live_redis
 from hitl.core.models import HumanInterrupt, Run
+from hitl.core.remote.mirror import deployments_poll
 from hitl.core.runs.crons import crons_fire
 from hitl.ops import services as ops_services
 from hitl.ops.notifications import notify_sweep
@@ -189,10 +190,13 @@ def start_inprocess_sweeper() -> None:
 
 
 def _sweep_forever() -> None:
-    next_expiry = next_reap = next_cron = 0.0
+    next_expiry = next_reap = next_remote = next_cron = 0.0
     while True:
         now = time.monotonic()
         try:
+            if now >= next_remote:
+                next_remote = now + settings.HITL_REMOTE_POLL_SECONDS
+                deployments_poll()  # a no-op without remote deployments
             if now >= next_cron:
                 next_cron = now + settings.HITL_CRON_SWEEP_SECONDS
                 crons_fire()
@@ -208,7 +212,8 @@ def _sweep_forever() -> None:
             log.exception("in-process sweep failed")
         finally:
             close_old_connections()
-        time.sleep(max(0.1, min(next_expiry, next_reap, next_cron) - time.monotonic()))
+        wake = min(next_expiry, next_reap, next_remote, next_cron)
+        time.sleep(max(0.1, wake - time.monotonic()))
 
 
 # --- broker outages ------------------------------------------------------------------------

@@ -62,7 +62,10 @@ def test_a_due_cron_starts_a_run_that_the_worker_executes(parity, requester):
     client = sdk_client(parity.base_url, requester)
     assistant = client.assistants.create("echo_config", context={"tenant": "cron"})
     made = client.crons.create(
-        assistant["assistant_id"], schedule="* * * * *", input={"request": "r"}
+        assistant["assistant_id"],
+        schedule="* * * * *",
+        input={"request": "r"},
+        config={"tags": ["from-cron"]},
     )
     later = datetime.now(UTC) + timedelta(minutes=2)
     assert crons_fire(now=later) == 1
@@ -70,7 +73,8 @@ def test_a_due_cron_starts_a_run_that_the_worker_executes(parity, requester):
     run = Run.objects.get(metadata__cron_id=made["cron_id"])
     wait_for(lambda: Run.objects.get(pk=run.pk).status == "success", 30, 0.1, "the cron's run")
     values = client.threads.get_state(str(run.thread_id))["values"]
-    assert values["seen"]["context"] == {"tenant": "cron"}
+    assert values["seen"]["context"] == {"tenant": "cron"}  # the assistant's
+    assert values["seen"]["tags"] == ["from-cron"]  # the cron's own config on top
     assert Thread.objects.get(pk=run.thread_id).metadata["cron_id"] == made["cron_id"]
     assert Cron.objects.get(pk=made["cron_id"]).next_run_date > later
     fired = AuditEvent.objects.get(kind="cron.fired")
@@ -81,8 +85,8 @@ def test_what_a_cron_cannot_do_is_a_clear_400(parity, requester, reviewer):
     client = sdk_client(parity.base_url, requester)
     bad = [
         {"schedule": "every day"},
-        {"schedule": "* * * * *", "config": {"configurable": {"a": 1}}},
-        {"schedule": "* * * * *", "context": {"a": 1}},
+        {"schedule": "* * * * *", "config": {"configurable": {"thread_id": "x"}}},
+        {"schedule": "* * * * *", "context": {"hitl_files": 1}},
         {"schedule": "* * * * *", "interrupt_before": ["echo"]},
         {"schedule": "* * * * *", "on_run_completed": "delete"},
         {"schedule": "* * * * *", "multitask_strategy": "enqueue"},

@@ -59,5 +59,5 @@ def test_admin_refuses_a_config_that_sets_hitl_keys(admin_user):
     client.force_login(admin_user)
     bad = _form(config=json.dumps({"configurable": {"thread_id": "x"}}))
     response = client.post(reverse("admin:hitl_assistant_add"), bad)
-    assert response.status_code == 200 and b"HITL sets them" in response.content
+    assert response.status_code == 200 and b"HITL sets the thread" in response.content
     assert not Assistant.objects.exists()

@@ -104,8 +104,6 @@ class CronSearchIn(CronCountIn):
 
 # Fields a cron's run cannot honour, and why (a clear 400 instead of ignoring them).
 REFUSED = {
-    "config": "set config on an assistant (assistants.create) and schedule that assistant",
-    "context": "set context on an assistant (assistants.create) and schedule that assistant",
     "interrupt_before": "breakpoints are not supported on cron runs",
     "interrupt_after": "breakpoints are not supported on cron runs",
     "checkpoint_during": "HITL checkpoints every step (durability 'sync')",
@@ -136,7 +134,8 @@ def _refuse_unsupported(body: CronRunIn) -> None:
 
 def _payload(body: CronRunIn) -> dict[str, Any]:
     sent = body.dict(exclude_unset=True)
-    return {k: sent[k] for k in ("input", "metadata", "webhook") if sent.get(k) is not None}
+    keys = ("input", "metadata", "webhook", "config", "context")
+    return {k: sent[k] for k in keys if sent.get(k) is not None}
 
 
 def _iso(value) -> str | None:

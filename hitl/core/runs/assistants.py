@@ -15,16 +15,11 @@ from hitl.core.access.permissions import user_can_change_assistant
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
 from hitl.core.models import Assistant, AssistantVersion
 from hitl.core.registry import registry
+from hitl.core.runs.config import check_config, run_config_merge
 from hitl.core.runs.inputs import graph_description
 
 DEFAULT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Configurable keys HITL sets itself on every run: an assistant may not set them.
-RESERVED_CONFIGURABLE = frozenset(
-    {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "hitl_files", "hitl_ledger"}
-)
-# Top-level config keys a run takes from an assistant (LangGraph's RunnableConfig).
-CONFIG_KEYS = frozenset({"configurable", "tags", "recursion_limit", "metadata", "run_name"})
 
 
 @dataclass
@@ -137,22 +132,9 @@ def _check_object(value: Any, what: str) -> dict[str, Any]:
     return check_storable(value, what)
 
 
-def check_config(config: Any) -> dict[str, Any]:
-    """An assistant's config: RunnableConfig keys only, HITL's configurable keys left alone."""
-    config = _check_object(config, "config")
-    unknown = sorted(set(config) - CONFIG_KEYS)
-    if unknown:
-        raise Invalid(f"Unsupported config key(s): {', '.join(unknown)}.")
-    configurable = _check_object(config.get("configurable"), "config.configurable")
-    reserved = sorted(k for k in configurable if k in RESERVED_CONFIGURABLE or k.startswith("__"))
-    if reserved:
-        raise Invalid(f"config.configurable may not set {', '.join(reserved)} (HITL sets them).")
-    limit = config.get("recursion_limit")
-    if limit is not None and (
-        isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000
-    ):
-        raise Invalid("config.recursion_limit must be an integer from 1 to 10000.")
-    return config
+def _check_context(context: Any) -> dict[str, Any]:
+    """An assistant's context: what a run's context may be (run_config_merge's check)."""
+    return run_config_merge(config=None, context=context)[1]
 
 
 def _stored(assistant_id: str, *, user, lock: bool = True) -> Assistant:
@@ -207,7 +189,7 @@ def assistant_create(
 ) -> AssistantSpec:
     """Create an assistant at version 1 (`if_exists="do_nothing"` returns an existing one)."""
     graph = _check_graph(graph)
-    config, context = check_config(config), _check_object(context, "context")
+    config, context = check_config(config), _check_context(context)
     metadata = _check_object(metadata, "metadata")
     check_storable(name, "name")
     check_storable(description, "description")
@@ -261,7 +243,7 @@ def assistant_update(
     if graph is not None:
         _check_graph(graph)
     config = check_config(config) if config is not None else None
-    context = _check_object(context, "context") if context is not None else None
+    context = _check_context(context) if context is not None else None
     metadata = _check_object(metadata, "metadata")
     check_storable(name, "name")
     check_storable(description, "description")
@@ -336,37 +318,3 @@ def assistant_versions(
     if metadata:
         found = [a for a in found if metadata.items() <= a.metadata.items()]
     return found
-
-
-def assistant_run_settings(
-    assistant_id: str, version: int | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The config and context a run on this assistant starts with (the version it was
-    created with); the run's own config and context go on top (LangGraph's order).
-    Empty for a default assistant or one deleted since."""
-    if not assistant_id or version is None:
-        return {}, {}
-    pk = _as_uuid(assistant_id)
-    saved = (
-        AssistantVersion.objects.filter(assistant_id=pk, version=version).first() if pk else None
-    )
-    if saved is None:
-        return {}, {}
-    return dict(saved.config or {}), dict(saved.context or {})
-
-
-def merge_run_config(base: dict[str, Any], assistant_config: dict[str, Any]) -> dict[str, Any]:
-    """`base` (HITL's own config of a run) with an assistant's config under it: its
-    configurable keys, tags and recursion limit; HITL's own keys win."""
-    merged = dict(base)
-    configurable = {**(assistant_config.get("configurable") or {}), **base["configurable"]}
-    merged["configurable"] = configurable
-    if "recursion_limit" in assistant_config:
-        merged["recursion_limit"] = assistant_config["recursion_limit"]
-    if assistant_config.get("tags"):
-        merged["tags"] = list(assistant_config["tags"])
-    if assistant_config.get("metadata"):
-        merged["metadata"] = {**assistant_config["metadata"], **base.get("metadata", {})}
-    if assistant_config.get("run_name"):
-        merged["run_name"] = assistant_config["run_name"]
-    return merged

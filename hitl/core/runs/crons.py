@@ -20,6 +20,7 @@ from hitl.core.db.retry import retry_transient
 from hitl.core.errors import Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import Cron, CronFire, Thread
 from hitl.core.runs.assistants import assistant_get
+from hitl.core.runs.config import run_config_merge
 from hitl.core.runs.start import run_start
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
@@ -58,6 +59,8 @@ def _check_payload(payload: dict[str, Any]) -> dict[str, Any]:
     run_input = payload.get("input")
     if run_input is not None and not isinstance(run_input, dict):
         raise Invalid("input must be a JSON object.")
+    # What a run's config and context may be; the assistant's go under them at each tick.
+    run_config_merge(config=payload.get("config"), context=payload.get("context"))
     metadata = payload.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise Invalid("metadata must be a JSON object.")
@@ -256,6 +259,12 @@ def _thread_metadata(cron: Cron, assistant) -> dict[str, Any]:
 def _start(cron: Cron):
     payload = cron.payload or {}
     assistant = assistant_get(cron.assistant_id)
+    run_config, run_context = run_config_merge(
+        config=payload.get("config"),
+        context=payload.get("context"),
+        assistant_config=assistant.config,
+        assistant_context=assistant.context,
+    )
     with transaction.atomic():  # a refusal undoes only the run's start, not the tick
         return run_start(
             graph=assistant.graph,
@@ -268,4 +277,6 @@ def _start(cron: Cron):
             webhook=payload.get("webhook") or "",
             assistant_id="" if assistant.is_default else assistant.assistant_id,
             assistant_version=None if assistant.is_default else assistant.version,
+            run_config=run_config,
+            run_context=run_context,
         )
