@@ -100,8 +100,10 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
         raise Invalid("Choose a step of this thread's history.")
     graph = _graph(thread)
     config = _config(thread, checkpoint_id)
-    if graph.checkpointer.get_tuple(config) is None:
+    chosen = graph.checkpointer.get_tuple(config)
+    if chosen is None:
         raise NotFound("This thread has no such step.")
+    step = (chosen.metadata or {}).get("step")
     start_from = checkpoint_id
     edited: list[str] = []
     if values is not None:
@@ -119,7 +121,7 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
             input={},
             user=user,
             thread=thread,
-            run_metadata={"forked_from": checkpoint_id, "edited_keys": edited},
+            run_metadata={"forked_from": checkpoint_id, "forked_step": step, "edited_keys": edited},
             checkpoint_id=start_from,
         )
         audit.audit_record(
