@@ -16,9 +16,11 @@ from hitl.core.runs import timetravel
 from tests.api.client_graphs import CLIENT_GRAPHS, TARGETS
 from tests.conftest import ROOT, wait_for
 from tests.review import test_browser as base
+from tests.review.test_browser_axe import axe_page, axe_violations
 
 chromium = base.chromium
 browser_page = base.browser_page
+axe_page = axe_page  # a fixture, used by name
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 SHOTS = Path("/tmp/w16-shots")
@@ -154,11 +156,11 @@ def test_a_requester_forks_a_thread_from_a_chosen_step_in_the_browser(
 
 
 def test_history_steps_say_what_ran_and_who_decided_and_load_a_page_at_a_time(
-    asgi_server, worker_factory, browser_page, reviewer
+    asgi_server, worker_factory, axe_page, reviewer
 ):
     worker_factory("w1")
     thread = _demo_done(reviewer)
-    rita = browser_page(asgi_server, "rita")
+    rita = axe_page(asgi_server, "rita")
     rita.goto(f"/threads/{thread.pk}/")
     # Nothing of the history is in the page until it is opened.
     assert rita.locator("#history li.checkpoint").count() == 0
@@ -196,6 +198,10 @@ def test_history_steps_say_what_ran_and_who_decided_and_load_a_page_at_a_time(
     step = _open_step(rita, first)
     assert '"final_result"' in step.locator("pre.state-json").inner_text()
     assert step.locator("button.btn-fork").is_visible()
+    assert axe_violations(rita) == []
+    # On a phone the steps wrap: nothing wider than the screen.
+    rita.set_viewport_size({"width": 390, "height": 844})
+    assert rita.evaluate("document.documentElement.scrollWidth") <= 390
     assert rita.errors == []
 
 
