@@ -118,3 +118,38 @@ def test_history_requests_for_unknown_steps_or_other_peoples_threads_are_refused
     answer = client.get(url, {"partial": "1", "state": "1f0-nope"})
     assert answer.status_code == 404 and b"This thread has no such step." in answer.content
     assert client_for(outsider).get(url, {"partial": "1"}).status_code == 404
+
+
+def test_history_names_who_forked_and_who_edited_the_state_and_on_which_branch(
+    manual_runs, client_for, requester, reviewer
+):
+    from hitl.core import decisions
+
+    thread = _demo_done(requester, reviewer, manual_runs)
+    (before_send,) = [
+        cp for cp in timetravel.thread_checkpoints(thread) if cp["step"] == 12 and cp["next"]
+    ]
+    fork = timetravel.thread_fork(
+        thread=thread, user=requester, checkpoint_id=before_send["checkpoint_id"]
+    )
+    assert manual_runs(fork) == "interrupted"
+    row = HumanInterrupt.objects.get(thread=thread, run=fork)
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="ignore")
+    manual_runs(Run.objects.filter(thread=thread).order_by("-created_at").first())
+    thread.refresh_from_db()
+    again = timetravel.thread_fork(
+        thread=thread,
+        user=requester,
+        checkpoint_id=before_send["checkpoint_id"],
+        values={"final_result": None},
+    )
+    assert manual_runs(again) == "interrupted"
+    page = client_for(requester).get(f"/threads/{thread.pk}/history/?partial=1").content.decode()
+    told = [_text(item.split(">", 1)[1]) for item in page.split("<li ")[1:]]
+    assert "fork 2 Forked by quinn (fork 2, from step 12) · tools asks to run send_email" in told[0]
+    assert "fork 2 State edited by quinn: final_result" in told[1]
+    forked = [t for t in told if "Forked by quinn (fork 1, from step 12)" in t]
+    assert len(forked) == 1 and "fork 1" in forked[0]
+    # Skipped: the tool did not run, and the page says who skipped it.
+    skipped = [t for t in told if "tools did not run send_email" in t]
+    assert skipped and "skipped by rita" in skipped[0]

@@ -170,13 +170,20 @@ def thread_history_page(
         .select_related("actor")
         .order_by("created_at")
     )
-    # A state edit is written as a checkpoint (`start_from`) on the chosen step; the fork's
-    # run then copies its start into a "fork" checkpoint whose parent is the chosen step.
+    # A state edit is written as a checkpoint (`start_from`) on the chosen step. The fork's
+    # run copies its start into a "fork" checkpoint, a sibling of it: the same parent.
     starts: dict[str, list[AuditEvent]] = {}
-    chosen: dict[str, list[AuditEvent]] = {}
+    siblings: dict[str, list[AuditEvent]] = {}
+    fork_parents = {
+        str((s.parent_config or {}).get("configurable", {}).get("checkpoint_id"))
+        for s in snapshots
+        if (s.metadata or {}).get("source") == "fork"
+    }
     for event in forks:
-        starts.setdefault(str((event.data or {}).get("start_from")), []).append(event)
-        chosen.setdefault(str((event.data or {}).get("checkpoint_id")), []).append(event)
+        start = str((event.data or {}).get("start_from"))
+        starts.setdefault(start, []).append(event)
+        if fork_parents:
+            siblings.setdefault(_parent_of(graph, thread, start), []).append(event)
 
     steps = []
     for snapshot in snapshots:
@@ -187,7 +194,7 @@ def thread_history_page(
         parent = (snapshot.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         when = _when(snapshot.created_at)
         edit = _latest(starts.get(checkpoint_id), when) if source == "update" else None
-        fork = _latest(chosen.get(str(parent)), when) if source == "fork" else None
+        fork = _latest(siblings.get(str(parent)), when) if source == "fork" else None
         if (edit or fork) and not run_id:
             run_id = str((edit or fork).run_id)  # written before the fork's run wrote any
         step = Step(
@@ -223,6 +230,12 @@ def thread_step_state(thread: Thread, checkpoint_id: str) -> str:
     if graph.checkpointer.get_tuple(config) is None:
         raise NotFound("This thread has no such step.")
     return json.dumps(jsonable(graph.get_state(config).values), indent=2, default=str)
+
+
+def _parent_of(graph, thread: Thread, checkpoint_id: str) -> str:
+    found = graph.checkpointer.get_tuple(_config(thread, checkpoint_id))
+    parent = found.parent_config if found is not None else None
+    return str((parent or {}).get("configurable", {}).get("checkpoint_id"))
 
 
 def _latest(events: list[AuditEvent] | None, when: datetime | None) -> AuditEvent | None:
