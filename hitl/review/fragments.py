@@ -210,6 +210,8 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     credit_editors(decided)
     final = thread_final_result(thread)
     branches = thread_branches(thread)
+    for run in runs:
+        run.branch = branches.of_run(run.pk)
     final_branch = branches.of_run(final.pk) if final else None
     conversation = thread_conversation(thread)
     artifacts, other_artifacts = split_by_branch(

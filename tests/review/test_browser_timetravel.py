@@ -147,7 +147,8 @@ def test_a_requester_forks_a_thread_from_a_chosen_step_in_the_browser(
     assert event.actor == reviewer and event.run_id == fork.pk
     assert event.data["checkpoint_id"] == before_ask["checkpoint_id"]
     rita.reload()
-    assert "fork, state edited" in rita.inner_text("#section-runs")
+    badge = f"fork 1, from step {before_ask['step']}, state edited"
+    assert badge in rita.inner_text("#section-runs")
     _open_history(rita)
     edited = rita.locator("#history li.step-edit")
     assert "State edited by rita: request" in edited.inner_text()
