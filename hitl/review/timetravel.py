@@ -17,6 +17,7 @@ from hitl.core.runs import timetravel
 from hitl.core.runs.branches import thread_branches
 from hitl.core.runs.history import MAX_CHECKPOINT_ID, thread_history_page, thread_step_state
 from hitl.review.fragments import credit_editors
+from hitl.review.views import _render_thread
 
 MAX_EDIT_BYTES = 64 * 1024
 
@@ -65,7 +66,7 @@ def thread_history(request, thread_id):
 def thread_fork(request, thread_id):
     thread = get_object_or_404(Thread, pk=thread_id)
     if not user_can_view_thread(request.user, thread):
-        return redirect("home")
+        raise Http404("No such thread.")  # as every thread page: no existence oracle
     raw = request.POST.get("values", "").strip()
     values = None
     try:
@@ -86,6 +87,8 @@ def thread_fork(request, thread_id):
         )
     except errors.ServiceError as exc:
         messages.error(request, exc.message)
+        if isinstance(exc, errors.Forbidden):  # may view, may not change: the page, 403
+            return _render_thread(request, thread, status=403)
     else:
         edited = " with an edited state" if values else ""
         messages.success(request, f"Forked from the chosen step{edited}: run {run.pk} started.")
