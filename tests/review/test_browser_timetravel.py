@@ -16,6 +16,7 @@ from hitl.core.runs import timetravel
 from tests.api.client_graphs import CLIENT_GRAPHS, TARGETS
 from tests.conftest import ROOT, wait_for
 from tests.review import test_browser as base
+from tests.review.conftest import checkpoints
 from tests.review.test_browser_axe import axe_page, axe_violations
 
 chromium = base.chromium
@@ -40,7 +41,7 @@ def client_graphs(monkeypatch):
 
 
 def _state(thread: Thread) -> dict:
-    return timetravel.thread_checkpoints(thread, limit=1)[0]["values"]
+    return checkpoints(thread, limit=1)[0]["values"]
 
 
 def _open_history(page) -> None:
@@ -98,7 +99,7 @@ def test_a_requester_forks_a_thread_from_a_chosen_step_in_the_browser(
     row = HumanInterrupt.objects.get(thread=thread)
     decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
     wait_for(lambda: Thread.objects.get(pk=thread.pk).status == "done", what="the end")
-    steps = timetravel.thread_checkpoints(thread)
+    steps = checkpoints(thread)
     (before_ask,) = [cp for cp in steps if cp["next"] == ["ask"]]
     runs_before = Run.objects.filter(thread=thread).count()
 
@@ -190,7 +191,7 @@ def test_history_steps_say_what_ran_and_who_decided_and_load_a_page_at_a_time(
         count = steps.count()
         rita.click("#history a[data-more]")
         wait_for(lambda n=count: steps.count() > n, what="an earlier page")
-    assert steps.count() == len(timetravel.thread_checkpoints(thread))
+    assert steps.count() == len(checkpoints(thread))
     asked = rita.locator("#history li.checkpoint", has_text="tools ran ask_clarification")
     assert "answered by rita" in asked.inner_text()
     assert "Run started" in steps.last.inner_text()
@@ -212,11 +213,7 @@ def test_a_running_fork_hides_the_old_result_and_files_say_their_branch(
     worker_factory("w1")
     thread = _demo_done(reviewer)
     old_files = set(thread.artifacts.values_list("pk", flat=True))
-    (quarter,) = [
-        cp
-        for cp in timetravel.thread_checkpoints(thread)
-        if cp["next"] == ["tools"] and cp["step"] == 2
-    ]
+    (quarter,) = [cp for cp in checkpoints(thread) if cp["next"] == ["tools"] and cp["step"] == 2]
     rita = browser_page(asgi_server, "rita")
     rita.goto(f"/threads/{thread.pk}/")
     assert "Sent the Q3 2025 sales report" in rita.inner_text("#final-result")

@@ -6,6 +6,7 @@ import re
 
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 from hitl.core.runs import timetravel
+from tests.review.conftest import checkpoints
 
 
 def _done_thread(requester, group) -> Thread:
@@ -100,8 +101,8 @@ def test_the_thread_page_loads_its_history_only_when_asked_a_page_at_a_time(
         seen += more.count('<li class="checkpoint')
         before = more.split("before=")[-1].split('"')[0] if "data-more" in more else ""
     assert "Run started" in _text(more)
-    assert seen == len(timetravel.thread_checkpoints(thread))
-    checkpoint = timetravel.thread_checkpoints(thread, limit=1)[0]["checkpoint_id"]
+    assert seen == len(checkpoints(thread))
+    checkpoint = checkpoints(thread, limit=1)[0]["checkpoint_id"]
     state = client.get(url, {"partial": "1", "state": checkpoint}).content.decode()
     assert "final_result" in state and "Sent the Q3 2025 sales report" in state
     # Without script, the history is a page of its own, states included.
@@ -128,9 +129,7 @@ def test_history_names_who_forked_and_who_edited_the_state_and_on_which_branch(
     from hitl.core import decisions
 
     thread = _demo_done(requester, reviewer, manual_runs)
-    (before_send,) = [
-        cp for cp in timetravel.thread_checkpoints(thread) if cp["step"] == 12 and cp["next"]
-    ]
+    (before_send,) = [cp for cp in checkpoints(thread) if cp["step"] == 12 and cp["next"]]
     fork = timetravel.thread_fork(
         thread=thread, user=requester, checkpoint_id=before_send["checkpoint_id"]
     )
