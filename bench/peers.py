@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import contextlib
 import glob
-import json
 import os
 import re
 import resource
@@ -46,14 +45,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-CACHE = ROOT / "bench" / ".peers"
 GRAPH_FILE = ROOT / "bench" / "peer_graph.py"
 sys.path.insert(0, str(ROOT))
 
@@ -64,6 +61,20 @@ from bench.common import (  # noqa: E402
     run_cycles,
     stop_processes,
 )
+from bench.peer_servers import (  # noqa: E402
+    AEGRA_SPEC,
+    CACHE,
+    LANGGRAPH_CLI_SPEC,
+    aegra_command,
+    aegra_venv,
+    clean_env,
+    langgraph_dev_command,
+    langgraph_dev_venv,
+    log,
+    recreate_database,
+    venv_versions,
+    wait_http,
+)
 
 SYSTEMS = ["floor", "langgraph-dev", "aegra", "hitl-prod", "hitl-embedded"]
 PEERS = ("langgraph-dev", "aegra")
@@ -73,79 +84,6 @@ INPUT = {"request": "bench"}
 RESUME = {"resume": [{"type": "accept"}]}
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 CHILD_LABELS = {"celery parent": "celery children", "aegra cli": "uvicorn (aegra)"}
-
-# Environment a peer server must not inherit: it would reach LangSmith / OTLP or
-# find another server's database or broker.
-_STRIP = re.compile(
-    r"^(DATABASE_URL|REDIS_URL|CELERY_.*|HITL_.*|DJANGO_SETTINGS_MODULE|POSTGRES_.*|"
-    r"LANGSMITH_.*|LANGCHAIN_.*|LANGGRAPH_.*|OTEL_.*|VIRTUAL_ENV|PYTHONPATH)$"
-)
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _STRIP.match(k)}
-    env.update(extra)
-    return env
-
-
-def recreate_database(base: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
-        conn.execute(f'create database "{name}"')
-
-
-def wait_http(url: str, proc: subprocess.Popen | None, timeout: float, logfile: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else ""
-            raise RuntimeError(f"server exited ({proc.returncode}) before {url} answered:\n{tail}")
-        with contextlib.suppress(Exception), urllib.request.urlopen(url, timeout=2) as answer:
-            if answer.status < 500:
-                return
-        time.sleep(0.25)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f}s (log: {logfile})")
-
-
-def venv_versions(venv: Path, packages: list[str]) -> str:
-    code = (
-        "import importlib.metadata as m\n"
-        f"print(', '.join(p + ' ' + m.version(p) for p in {packages!r}))"
-    )
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip()
-
-
-def ensure_venv(name: str, requirements: list[str]) -> Path:
-    """A venv under bench/.peers/<name> holding `requirements`; installed once."""
-    venv = CACHE / name
-    marker = venv / ".bench-installed"
-    wanted = "\n".join(requirements)
-    if marker.exists() and marker.read_text() == wanted:
-        return venv
-    log(f"installing {' '.join(requirements)} into {venv.relative_to(ROOT)} (first use)")
-    if not (venv / "bin" / "pip").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    out = CACHE / f"{name}.install.log"
-    with out.open("wb") as fh:
-        done = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", *requirements],
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
-    if done.returncode:
-        raise RuntimeError(f"pip install failed for {name}; see {out}")
-    marker.write_text(wanted)
-    return venv
-
 
 # --- per-process CPU ------------------------------------------------------------------
 
@@ -363,48 +301,20 @@ class LanggraphDev(System):
     label = "langgraph dev (inmem runtime)"
 
     def install(self) -> None:
-        self.venv = ensure_venv(
-            "langgraph-dev",
-            [self.args.langgraph_cli_spec, f"langgraph=={version('langgraph')}"],
-        )
+        self.venv = langgraph_dev_venv(self.args.langgraph_cli_spec)
         self.versions = venv_versions(
             self.venv, ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph"]
         )
 
     def start(self) -> None:
         run_dir = CACHE / "langgraph-dev-run"
-        shutil.rmtree(run_dir, ignore_errors=True)  # no state from an earlier run
-        run_dir.mkdir(parents=True)
-        config = {"dependencies": ["."], "graphs": {ASSISTANT: f"{GRAPH_FILE}:graph"}}
-        (run_dir / "langgraph.json").write_text(json.dumps(config, indent=2))
         port = free_port()
-        env = clean_env(
-            LANGSMITH_TRACING="false",
-            LANGCHAIN_TRACING_V2="false",
-            LANGGRAPH_CLI_NO_ANALYTICS="1",
-            PYTHONUNBUFFERED="1",
+        argv, env, health = langgraph_dev_command(
+            self.venv, run_dir, {ASSISTANT: f"{GRAPH_FILE}:graph"}, port
         )
-        proc, logfile = self.spawn(
-            [
-                str(self.venv / "bin" / "langgraph"),
-                "dev",
-                "--no-browser",
-                "--no-reload",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--config",
-                str(run_dir / "langgraph.json"),
-                "--server-log-level",
-                "WARNING",
-            ],
-            cwd=run_dir,
-            env=env,
-            logname="langgraph-dev.log",
-        )
+        proc, logfile = self.spawn(argv, cwd=run_dir, env=env, logname="langgraph-dev.log")
         self.base_url = f"http://127.0.0.1:{port}"
-        wait_http(f"{self.base_url}/ok", proc, 120, logfile)
+        wait_http(health, proc, 120, logfile)
 
 
 class Aegra(System):
@@ -413,12 +323,7 @@ class Aegra(System):
     databases = ["aegra_bench"]
 
     def install(self) -> None:
-        self.venv = ensure_venv(
-            # SQLAlchemy 2.1's asyncio extension needs greenlet, which aegra-cli does
-            # not pull in.
-            "aegra",
-            [self.args.aegra_spec, "greenlet", f"langgraph=={version('langgraph')}"],
-        )
+        self.venv = aegra_venv(self.args.aegra_spec)
         self.versions = venv_versions(
             self.venv, ["aegra-cli", "aegra-api", "langgraph", "langgraph-checkpoint-postgres"]
         )
@@ -428,36 +333,17 @@ class Aegra(System):
 
     def start(self) -> None:
         run_dir = CACHE / "aegra-run"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "aegra.json").write_text(
-            json.dumps({"graphs": {ASSISTANT: f"{GRAPH_FILE}:graph"}}, indent=2)
-        )
         port = free_port()
-        env = clean_env(
-            DATABASE_URL=f"{self.args.pg}/aegra_bench",
-            AUTH_TYPE="noop",
-            LOG_LEVEL="WARNING",
-            OTEL_TARGETS="",
-            OTEL_SDK_DISABLED="true",
-            PYTHONUNBUFFERED="1",
+        argv, env, health = aegra_command(
+            self.venv,
+            run_dir,
+            {ASSISTANT: f"{GRAPH_FILE}:graph"},
+            port,
+            f"{self.args.pg}/aegra_bench",
         )
-        proc, logfile = self.spawn(
-            [
-                str(self.venv / "bin" / "aegra"),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--config",
-                str(run_dir / "aegra.json"),
-            ],
-            cwd=run_dir,
-            env=env,
-            logname="aegra.log",
-        )
+        proc, logfile = self.spawn(argv, cwd=run_dir, env=env, logname="aegra.log")
         self.base_url = f"http://127.0.0.1:{port}"
-        wait_http(f"{self.base_url}/health", proc, 120, logfile)
+        wait_http(health, proc, 120, logfile)
 
     def cpu_roots(self) -> dict[str, int]:
         return {"aegra cli": self.procs[0].pid}  # `aegra serve` runs uvicorn as its child
@@ -832,8 +718,8 @@ def main() -> None:
     )
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/12")
-    parser.add_argument("--langgraph-cli-spec", default="langgraph-cli[inmem]==0.4.40")
-    parser.add_argument("--aegra-spec", default="aegra-cli==0.6.0")
+    parser.add_argument("--langgraph-cli-spec", default=LANGGRAPH_CLI_SPEC)
+    parser.add_argument("--aegra-spec", default=AEGRA_SPEC)
     args = parser.parse_args()
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
     names = [n.strip() for n in args.systems.split(",") if n.strip()]

@@ -8,14 +8,21 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from hitl.core import errors
 from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
 from hitl.core.models import Thread
+from hitl.core.remote import state as remote_state
 from hitl.core.runs import timetravel
-from hitl.core.runs.branches import thread_branches
-from hitl.core.runs.history import MAX_CHECKPOINT_ID, thread_history_page, thread_step_state
+from hitl.core.runs.branches import Branches, thread_branches
+from hitl.core.runs.history import (
+    MAX_CHECKPOINT_ID,
+    Step,
+    thread_history_page,
+    thread_step_state,
+)
 from hitl.review.fragments import credit_editors
 from hitl.review.views import _render_thread
 
@@ -40,6 +47,9 @@ def thread_history(request, thread_id):
         if chosen is not None and (len(chosen) > MAX_CHECKPOINT_ID or not chosen.isprintable()):
             return HttpResponse("Choose a step of this thread's history.", status=400)
     partial = bool(request.GET.get("partial"))
+    link = remote_state.remote_link(thread)
+    if link is not None:
+        return _remote_history(request, thread, link, partial)
     if state is not None:
         try:
             text = thread_step_state(thread, state)
@@ -59,6 +69,38 @@ def thread_history(request, thread_id):
     if partial:
         return render(request, "hitl/partials/thread_history_steps.html", context)
     return render(request, "hitl/thread_history.html", context)
+
+
+def _remote_history(request, thread: Thread, link, partial: bool):
+    """Another deployment's thread: its history is read there (up to 50 steps, states
+    included) and forks are made there too."""
+    try:
+        found, unreadable = remote_state.remote_checkpoints(link), False
+    except remote_state.RemoteUnreadable:
+        found, unreadable = [], True
+    steps = [
+        Step(
+            checkpoint_id=str(cp["checkpoint_id"]),
+            step=cp["step"],
+            source=str(cp["source"] or ""),
+            kind="remote",
+            next=list(cp["next"]),
+            created_at=parse_datetime(str(cp["created_at"] or "")),
+            run_id=None,
+            values_json=cp["values_json"],
+        )
+        for cp in found
+    ]
+    context = {
+        "thread": thread,
+        "steps": steps,
+        "more_before": None,
+        "branches": Branches(),
+        "can_fork": False,
+        "unreadable": unreadable,
+    }
+    template = "hitl/partials/thread_history_steps.html" if partial else "hitl/thread_history.html"
+    return render(request, template, context)
 
 
 @login_required
