@@ -281,8 +281,11 @@ def test_the_thread_page_shows_the_remote_state_and_history(
     page = client.get(f"/threads/{row.thread_id}/").content.decode()
     assert "Runs on prod" in page and remote_id in page
     assert "the quarterly report" in page  # the remote state's values
-    assert page.count('class="checkpoint"') >= 3  # its history: input, review, act
     assert "key-not-for-pages" not in page
+    history = client.get(f"/threads/{row.thread_id}/history/", {"partial": "1"}).content.decode()
+    assert history.count('<li class="checkpoint') >= 3  # its history: input, review, act
+    assert "(read from its deployment)" in history and "btn-fork" not in history
+    assert "key-not-for-pages" not in history
 
 
 def test_an_undone_decision_never_reaches_the_deployment(peer, deployment, reviewer, manual_runs):
