@@ -23,6 +23,7 @@ TARGETS = {
     "typed_email": "tests.api.client_graphs:typed_email_graph",
     "two_approvals": "tests.api.client_graphs:two_approvals_graph",
     "nested": "tests.api.client_graphs:nested_graph",
+    "react_streaming": "tests.api.client_graphs:react_streaming_graph",
 }
 CLIENT_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -210,3 +211,20 @@ _outer.add_edge("prepare", "review")
 _outer.add_edge("review", "finish")
 _outer.add_edge("finish", END)
 nested_graph = _outer.compile()
+
+
+# --- the built-in ReAct agent on a scripted model that streams its reply ------------
+
+
+def react_streaming(checkpointer: Any = None) -> Any:
+    """The ReAct agent whose scripted model streams its words over 0.3 s (as a real
+    model's tokens come), then its `finish` call."""
+    from agents.models import ScriptedChatModel
+    from agents.react import build_react_agent
+
+    return build_react_agent(
+        ScriptedChatModel(delay=0.3), builtin_tools=False, checkpointer=checkpointer
+    )
+
+
+react_streaming_graph = react_streaming()

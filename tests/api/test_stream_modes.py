@@ -328,3 +328,33 @@ def test_the_events_mode_alone_sends_only_events(stack16, reviewer):  # noqa: F8
     want = _reference_events(graph, {"request": "q3"}, config, ["events"], subgraphs=False)
     _same(_received(parts[1:]), want)
     assert {p.event for p in parts[1:]} == {"events"}
+
+
+def test_the_react_agents_model_streams_tokens_as_langgraph_server_does(stack16, reviewer):  # noqa: F811
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tests.api.client_graphs import react_streaming
+
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    parts = list(
+        sdk.runs.stream(
+            thread_id, "react_streaming", input={"request": "q3"}, stream_mode="messages"
+        )
+    )
+    graph = react_streaming(InMemorySaver())
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+    async def collect() -> list[Any]:
+        stream = graph.astream({"request": "q3"}, config, stream_mode="messages")
+        return [chunk async for chunk in stream]
+
+    want = _server_messages(asyncio.run(collect()))
+    _same(_received(parts[1:]), want)
+    # The model's reply came a word at a time, then whole with its tool call.
+    partial = [data for event, data in _received(parts[1:]) if event == "messages/partial"]
+    assert len(partial) > 5
+    assert partial[0][0]["content"] != partial[-1][0]["content"]
+    assert partial[-1][0]["tool_calls"][0]["name"] == "finish"
