@@ -432,8 +432,11 @@ def _keep_connection_unless_failed() -> None:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,
+    # The engine ends a run at HITL_RUN_TIME_LIMIT itself (its error on the thread, the
+    # process's other runs untouched). Celery's limits only apply to the prefork pool
+    # and are a backstop there, after the engine's.
     time_limit=settings.HITL_RUN_TIME_LIMIT + 30,
-    soft_time_limit=settings.HITL_RUN_TIME_LIMIT,
+    soft_time_limit=settings.HITL_RUN_TIME_LIMIT + 10,
 )
 def run_execute(self, run_id: str) -> str:
     """Execute a run on a Celery worker (ids only, JSON)."""
