@@ -258,8 +258,9 @@ async def _stream_run(
             if graph_input is not _ALREADY_DONE:
                 modes = agui.STREAM_MODES if listened else ["updates", "values"]
                 # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs,
-                # events): only for runs started with them, and only while someone listens.
-                client_modes = agui.client_modes(run.stream_modes if listened else [])
+                # events): only for runs started with them (sent while someone listens;
+                # a client that joins the run later gets them from then on).
+                client_modes = agui.client_modes(run.stream_modes)
                 subgraphs = bool(client_modes) and run.stream_subgraphs
                 if client_modes:
                     modes = agui.astream_modes(client_modes)
