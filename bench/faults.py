@@ -66,8 +66,17 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import free_port, percentile, stop_processes, wait_port  # noqa: E402
-from bench.peers import children, clean_env, hitl_prepare, recreate_database, wait_http  # noqa: E402
+from bench.common import (  # noqa: E402
+    children,
+    clean_env,
+    free_port,
+    hitl_prepare,
+    percentile,
+    recreate_database,
+    stop_processes,
+    wait_http,
+    wait_port,
+)
 
 DB = "hitl_faults"
 ASSISTANT = "faults"
