@@ -32,7 +32,7 @@ from langgraph.types import Send
 from pydantic import BaseModel
 
 from agents.paths import FileAccessError, files_from_config
-from agents.state import AgentState
+from agents.state import AgentState, input_schema_of
 from agents.tools import BUILTIN_TOOLS, approval_tool_node, make_finish_tool, make_route_tool
 from agents.tools.files import transient_image_message
 
@@ -203,7 +203,7 @@ def build_react_agent(
     class ModelInput(state_schema):  # type: ignore[misc, valid-type]
         llm_input_messages: list[AnyMessage]
 
-    graph = StateGraph(state_schema)
+    graph = StateGraph(state_schema, input_schema=input_schema_of(state_schema))
     graph.add_node("intake", intake)
     graph.add_node(
         "agent",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import re
 from typing import Any
 
 from langgraph.graph import StateGraph
@@ -21,6 +24,49 @@ def import_target(target: str) -> Any:
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def _first_paragraph(text: str | None) -> str:
+    paragraph = (text or "").strip().split("\n\n", 1)[0]
+    return re.sub(r"\s+", " ", paragraph)
+
+
+def _attribute_docstring(module: Any, attr: str) -> str:
+    """The string literal right after `attr = ...` at module level (as Sphinx reads it)."""
+    try:
+        body = ast.parse(inspect.getsource(module)).body
+    except (OSError, TypeError, SyntaxError):
+        return ""
+    for node, after in zip(body, body[1:], strict=False):
+        if not isinstance(node, ast.Assign | ast.AnnAssign):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                return str(after.value.value) if isinstance(after.value.value, str) else ""
+            return ""
+    return ""
+
+
+def describe(target: str) -> str:
+    """What a registered graph does, in one paragraph, from its docstring.
+
+    The docstring of a factory function; for a graph object, the string literal after its
+    assignment (`graph = ...` then `\"\"\"What it does.\"\"\"`); else its module's docstring.
+    """
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        obj = import_target(target)
+    except Exception:  # not importable here: nothing to say
+        return ""
+    if inspect.isfunction(obj) and obj.__doc__:
+        return _first_paragraph(obj.__doc__)
+    if "." not in attr:
+        own = _attribute_docstring(module, attr)
+        if own:
+            return _first_paragraph(own)
+    return _first_paragraph(module.__doc__)
 
 
 def with_checkpointer(obj: Any, checkpointer: Any) -> Pregel:

@@ -20,6 +20,7 @@ from hitl.core.access.permissions import (
 )
 from hitl.core.audit import audit_for_thread
 from hitl.core.decisions import quorum
+from hitl.core.decisions.rule_stats import dry_run_opinions
 from hitl.core.live import events
 from hitl.core.models import Approval, HumanInterrupt, Run, Thread
 from hitl.review.batch import batch_context, label_decided
@@ -53,10 +54,15 @@ def interrupt_context(
     form: DecisionForm | None = None,
     error: str = "",
     user=None,
+    opinions: list[str] | None = None,
 ) -> dict[str, Any]:
+    """One card; `opinions`: its dry-run rules' (rule_stats.dry_run_opinions), read if None."""
     form = form or DecisionForm(interrupt=row)
     raw = row.raw_value
+    if opinions is None:
+        opinions = dry_run_opinions([row])[row.pk]
     return {
+        "rule_opinions": opinions,
         "approve_refused": approve_refusal(row, user) if can_answer else "",
         "row": row,
         "form": form,
@@ -91,8 +97,10 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         decision = f"was answered automatically on expiry ({row.response_type})"
     else:
         decision = f"is {row.get_status_display().lower()}"
-    if row.undo_until is not None and row.undo_until > timezone.now():
-        decision += " (they can still undo it for a few seconds)"
+    # Seconds left to undo: the page drops the words when they run out (live.js).
+    undo_seconds = 0.0
+    if row.undo_until is not None:
+        undo_seconds = max(0.0, (row.undo_until - timezone.now()).total_seconds())
     who = (
         row.responded_by.get_username()
         if row.responded_by
@@ -109,6 +117,7 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         "row": row,
         "who": who,
         "decision": decision,
+        "undo_seconds": round(undo_seconds, 1),
         "final_json": pretty_json(final) if final not in (None, {}) else "",
         "response_text": answer if row.response_type == "response" else "",
     }

@@ -6,6 +6,7 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
@@ -13,6 +14,7 @@ from hitl.core import errors
 from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
 from hitl.core.models import Thread
 from hitl.core.runs import timetravel
+from hitl.review.views import _render_thread
 
 MAX_EDIT_BYTES = 64 * 1024
 
@@ -31,7 +33,7 @@ def history_context(thread: Thread, user) -> dict:
 def thread_fork(request, thread_id):
     thread = get_object_or_404(Thread, pk=thread_id)
     if not user_can_view_thread(request.user, thread):
-        return redirect("home")
+        raise Http404("No such thread.")  # as every thread page: no existence oracle
     raw = request.POST.get("values", "").strip()
     values = None
     try:
@@ -52,6 +54,8 @@ def thread_fork(request, thread_id):
         )
     except errors.ServiceError as exc:
         messages.error(request, exc.message)
+        if isinstance(exc, errors.Forbidden):  # may view, may not change: the page, 403
+            return _render_thread(request, thread, status=403)
     else:
         edited = " with an edited state" if values else ""
         messages.success(request, f"Forked from the chosen step{edited}: run {run.pk} started.")

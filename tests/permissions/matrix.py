@@ -43,6 +43,8 @@ ACTIONS = {
     "delete one of its finished runs (/langgraph)": "run_delete",
     "copy it (/langgraph)": "copy",
     "update its state (/langgraph)": "update_state",
+    "see its checkpoint history (page, /langgraph)": "history",
+    "fork it from an earlier step (page, /langgraph)": "fork",
     "accept its interrupt in bulk (inbox)": "bulk",
     "claim or snooze its interrupt (page)": "claim",
     "undo another reviewer's answer to it (page, v1)": "undo",

@@ -238,7 +238,8 @@ def analytics_page(w: World) -> str:
     return page_cell(w.page.get("/analytics/"))
 
 
-# --- issue 27: the thread verbs, bulk, claim/snooze, undo, tokens, notification settings ---
+# --- issue 27: the thread verbs, time travel, bulk, claim/snooze, undo, tokens, notification
+# settings ---
 
 
 def script_cell(response) -> str:
@@ -273,6 +274,33 @@ def update_state_langgraph(w: World) -> str:
         thread=w.done, kind=AuditEvent.Kind.THREAD_STATE_UPDATED
     ).exists()
     return changed(api_cell(response), updated)
+
+
+def forks_on_done(w: World) -> int:
+    return Run.objects.filter(thread=w.done, checkpoint_id__gt="").count()
+
+
+def history_page(w: World) -> str:
+    """The thread page's History lists the finished thread's checkpoints."""
+    response = w.page.get(f"/threads/{w.done.pk}/")
+    return listed(response, f'data-checkpoint="{w.step}"')
+
+
+def history_langgraph(w: World) -> str:
+    return listed(w.api("get", f"/langgraph/threads/{w.done.pk}/history"), w.step)
+
+
+def fork_page(w: World) -> str:
+    response = w.page.post(f"/threads/{w.done.pk}/fork/", {"checkpoint_id": w.step})
+    cell = explained(response, page_cell(response), "can fork it")
+    forked = AuditEvent.objects.filter(thread=w.done, kind=AuditEvent.Kind.THREAD_FORKED).exists()
+    return changed(cell, forked and forks_on_done(w) > 0)
+
+
+def fork_langgraph(w: World) -> str:
+    body = {"assistant_id": "approval", "checkpoint_id": w.step}
+    response = w.api("post", f"/langgraph/threads/{w.done.pk}/runs", body)
+    return changed(api_cell(response), forks_on_done(w) > 0)
 
 
 def bulk_page(w: World) -> str:
@@ -357,6 +385,8 @@ SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "run_delete": {"langgraph": run_delete_langgraph},
     "copy": {"langgraph": copy_langgraph},
     "update_state": {"langgraph": update_state_langgraph},
+    "history": {"page": history_page, "langgraph": history_langgraph},
+    "fork": {"page": fork_page, "langgraph": fork_langgraph},
     "bulk": {"page": bulk_page},
     "claim": {"claim": claim_page, "snooze": snooze_page},
     "undo": {"page": undo_page, "v1": undo_v1},

@@ -22,9 +22,11 @@ def test_only_who_may_run_a_thread_may_fork_it(
     url = f"/threads/{thread.pk}/fork/"
     page = client_for(second_reviewer).get(f"/threads/{thread.pk}/")
     assert page.status_code == 200 and b"btn-fork" not in page.content
-    answer = client_for(second_reviewer).post(url, {"checkpoint_id": "x"}, follow=True)
-    assert b"Only the thread&#x27;s requester" in answer.content
-    assert client_for(outsider).post(url, {"checkpoint_id": "x"}).status_code == 302
+    # May view, may not change: 403 on the thread page, with the reason.
+    answer = client_for(second_reviewer).post(url, {"checkpoint_id": "x"})
+    assert answer.status_code == 403 and b"Only the thread&#x27;s requester" in answer.content
+    # May not even view: 404, as every thread page answers (no redirect, no oracle).
+    assert client_for(outsider).post(url, {"checkpoint_id": "x"}).status_code == 404
     assert not Run.objects.exists()
     assert not AuditEvent.objects.filter(kind="thread.forked").exists()
 

@@ -43,6 +43,7 @@ from hitl.api.langgraph.schemas import (
     ThreadSearchIn,
 )
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.api.sse import sse_response
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import errors
 from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
@@ -220,14 +221,7 @@ async def _finished_output(request, run: Run | None):
     return response
 
 
-SSE_RESPONSE = {
-    "responses": {
-        "200": {
-            "description": "Server-sent events: metadata, then the requested stream modes.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        }
-    }
-}
+SSE_RESPONSE = sse_response("Server-sent events: metadata, then the requested stream modes.")
 
 
 # --- meta -----------------------------------------------------------------------

@@ -12,6 +12,7 @@ from hitl.core.db.retry import retry_transient
 from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
+from hitl.core.runs.inputs import graph_description
 
 # Ours -> LangGraph's (ThreadStatus has no "done"; RunStatus has no "queued"/"cancelled").
 THREAD_STATUS = {
@@ -55,7 +56,7 @@ def assistant_json(graph: str) -> dict[str, Any]:
         "assistant_id": assistant_id_for(graph),
         "graph_id": graph,
         "name": graph,
-        "description": None,
+        "description": graph_description(graph) or None,
         "config": {},
         "context": {},
         "metadata": {"created_by": "system", "target": registry.targets[graph]},

@@ -234,7 +234,7 @@ def interrupt_resolve(
                 who = row.responded_by.get_username() if row.responded_by else "someone"
                 if row.decided_by_rule:
                     who = f"rule {row.decided_by_rule}"
-                if row.undo_until is not None:
+                if row.undo_until is not None and row.undo_until > timezone.now():
                     raise Conflict(f"Already answered by {who} (who may still undo it).")
                 raise Conflict(f"Already answered by {who}.")
             raise Conflict(f"This interrupt is {row.status}.")

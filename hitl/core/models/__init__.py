@@ -323,6 +323,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        verbose_name = "API token"
+
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
 
@@ -368,6 +371,9 @@ class ReviewerGroupPolicy(models.Model):
     rule_counts_as_approval = models.BooleanField(
         default=False, help_text="A live rule that accepts counts as (at most) one approval."
     )
+
+    class Meta:
+        verbose_name_plural = "reviewer group policies"
 
     def __str__(self) -> str:
         return f"policy for {self.group}"
@@ -476,6 +482,7 @@ class WebhookDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "webhook deliveries"
         indexes = [
             # admin: failed deliveries first
             models.Index(fields=["status", "-created_at"], name="webhook_status_created"),
