@@ -52,41 +52,6 @@ def test_djangos_pool_replaces_a_connection_dropped_while_idle(test_database_url
 
 
 @pytest.mark.django_db(transaction=True)
-def test_after_a_fault_djangos_pool_checks_connections_used_a_moment_ago(
-    test_database_url, monkeypatch
-):
-    """Once this process met a dropped session, its neighbours in the pool (dropped with
-    it, as a failover or pg_terminate_backend does) are replaced before use too, though
-    they were handed back a moment ago."""
-    from django.db import connection
-
-    monkeypatch.setattr(retry, "_suspect_until", 0.0)
-    connection.close()
-    pool = connection.pool
-    held = [pool.getconn() for _ in range(max(len(pool._pool), 2))]  # every idle one
-    pids = [conn.info.backend_pid for conn in held]
-    for conn in held:
-        pool.putconn(conn)  # back in the pool just now: not checked by default
-    with psycopg.connect(test_database_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
-        wait_for(
-            lambda: (
-                not admin.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
-                ).fetchone()
-            ),
-            what="the sessions to end",
-        )
-    assert not retry.connections_suspect()
-    retry.suspect_connections()  # what a request that met the fault does
-    assert retry.connections_suspect()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        assert cursor.fetchone()[0] not in pids
-    connection.close()
-
-
-@pytest.mark.django_db(transaction=True)
 def test_a_step_whose_session_dropped_is_written_again_not_run_again(test_database_url):
     """The run engine's saver meets a session the server dropped right after a node ran
     (used a moment ago, so not checked): the step's writes go through on another
@@ -152,3 +117,38 @@ def test_a_step_whose_session_dropped_is_written_again_not_run_again(test_databa
     assert dropped  # the fault happened
     assert ran == ["act"]
     assert outcome == {"result": {"done": ["act", "after"]}, "next": ()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_fault_djangos_pool_checks_connections_used_a_moment_ago(
+    test_database_url, monkeypatch
+):
+    """Once this process met a dropped session, its neighbours in the pool (dropped with
+    it, as a failover or pg_terminate_backend does) are replaced before use too, though
+    they were handed back a moment ago."""
+    from django.db import connection
+
+    monkeypatch.setattr(retry, "_suspect_until", 0.0)
+    connection.close()
+    pool = connection.pool
+    held = [pool.getconn() for _ in range(max(len(pool._pool), 2))]  # every idle one
+    pids = [conn.info.backend_pid for conn in held]
+    for conn in held:
+        pool.putconn(conn)  # back in the pool just now: not checked by default
+    with psycopg.connect(test_database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+        wait_for(
+            lambda: (
+                not admin.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
+                ).fetchone()
+            ),
+            what="the sessions to end",
+        )
+    assert not retry.connections_suspect()
+    retry.suspect_connections()  # what a request that met the fault does
+    assert retry.connections_suspect()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] not in pids
+    connection.close()
