@@ -1,13 +1,12 @@
 """Helpers shared by the benchmark scripts: ports, percentiles, the bench database,
 processes, per-process CPU, and the servers bench/peers.py and bench/model_bound.py
-compare (langgraph dev, Aegra, HITL) started the same way for both."""
+compare (langgraph dev, Aegra, HITL) started the same way for both (the peers' install
+and command lines are bench/peer_servers.py's, shared with tests/remote)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -16,15 +15,21 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
-from importlib.metadata import version
 from pathlib import Path
+
+from bench.peer_servers import (  # re-exported: the bench scripts' one place to import from
+    aegra_command,
+    aegra_venv,
+    clean_env,
+    langgraph_dev_command,
+    langgraph_dev_venv,
+    venv_versions,
+    wait_http,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-# The peers' own venvs (installed on first use) and their run directories.
-CACHE = ROOT / "bench" / ".peers"
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 CHILD_LABELS = {"celery parent": "celery children", "aegra cli": "uvicorn (aegra)"}
 
@@ -158,79 +163,6 @@ def run_cycles(clients: int, cycles: int, one_cycle: Callable[[], None]) -> floa
     for thread in threads:
         thread.join()
     return time.perf_counter() - began
-
-
-# Environment a peer server must not inherit: it would reach LangSmith / OTLP or
-# find another server's database or broker.
-_STRIP = re.compile(
-    r"^(DATABASE_URL|REDIS_URL|CELERY_.*|HITL_.*|DJANGO_SETTINGS_MODULE|POSTGRES_.*|"
-    r"LANGSMITH_.*|LANGCHAIN_.*|LANGGRAPH_.*|OTEL_.*|VIRTUAL_ENV|PYTHONPATH)$"
-)
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _STRIP.match(k)}
-    env.update(extra)
-    return env
-
-
-def recreate_database(base: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
-        conn.execute(f'create database "{name}"')
-
-
-def wait_http(url: str, proc: subprocess.Popen | None, timeout: float, logfile: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else ""
-            raise RuntimeError(f"server exited ({proc.returncode}) before {url} answered:\n{tail}")
-        with contextlib.suppress(Exception), urllib.request.urlopen(url, timeout=2) as answer:
-            if answer.status < 500:
-                return
-        time.sleep(0.25)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f}s (log: {logfile})")
-
-
-def venv_versions(venv: Path, packages: list[str]) -> str:
-    code = (
-        "import importlib.metadata as m\n"
-        f"print(', '.join(p + ' ' + m.version(p) for p in {packages!r}))"
-    )
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip()
-
-
-def ensure_venv(name: str, requirements: list[str]) -> Path:
-    """A venv under bench/.peers/<name> holding `requirements`; installed once."""
-    venv = CACHE / name
-    marker = venv / ".bench-installed"
-    wanted = "\n".join(requirements)
-    if marker.exists() and marker.read_text() == wanted:
-        return venv
-    log(f"installing {' '.join(requirements)} into {venv.relative_to(ROOT)} (first use)")
-    if not (venv / "bin" / "pip").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    out = CACHE / f"{name}.install.log"
-    with out.open("wb") as fh:
-        done = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", *requirements],
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
-    if done.returncode:
-        raise RuntimeError(f"pip install failed for {name}; see {out}")
-    marker.write_text(wanted)
-    return venv
 
 
 # --- per-process CPU ------------------------------------------------------------------
@@ -413,10 +345,7 @@ class System:
 
 
 def install_langgraph_dev(system: System) -> None:
-    system.venv = ensure_venv(
-        "langgraph-dev",
-        [system.args.langgraph_cli_spec, f"langgraph=={version('langgraph')}"],
-    )
+    system.venv = langgraph_dev_venv(system.args.langgraph_cli_spec)
     system.versions = venv_versions(
         system.venv, ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph"]
     )
@@ -433,50 +362,17 @@ def start_langgraph_dev(
 ) -> None:
     """`langgraph dev` serving `graphs` (assistant -> "file:attr"), its in-memory runtime;
     `jobs` runs per worker (--n-jobs-per-worker) if given."""
-    shutil.rmtree(run_dir, ignore_errors=True)  # no state from an earlier run
-    run_dir.mkdir(parents=True)
-    config = {"dependencies": ["."], "graphs": graphs}
-    (run_dir / "langgraph.json").write_text(json.dumps(config, indent=2))
     port = free_port()
-    env = clean_env(
-        LANGSMITH_TRACING="false",
-        LANGCHAIN_TRACING_V2="false",
-        LANGGRAPH_CLI_NO_ANALYTICS="1",
-        PYTHONUNBUFFERED="1",
-        **extra_env,
-    )
-    jobs_args = ["--n-jobs-per-worker", str(jobs)] if jobs else []
-    proc, logfile = system.spawn(
-        [
-            str(system.venv / "bin" / "langgraph"),
-            "dev",
-            "--no-browser",
-            "--no-reload",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            *jobs_args,
-            "--config",
-            str(run_dir / "langgraph.json"),
-            "--server-log-level",
-            "WARNING",
-        ],
-        cwd=run_dir,
-        env=env,
-        logname=logname,
-    )
+    argv, env, health = langgraph_dev_command(system.venv, run_dir, graphs, port)
+    if jobs:
+        argv = [*argv, "--n-jobs-per-worker", str(jobs)]
+    proc, logfile = system.spawn(argv, cwd=run_dir, env={**env, **extra_env}, logname=logname)
     system.base_url = f"http://127.0.0.1:{port}"
-    wait_http(f"{system.base_url}/ok", proc, 120, logfile)
+    wait_http(health, proc, 120, logfile)
 
 
 def install_aegra(system: System) -> None:
-    system.venv = ensure_venv(
-        # SQLAlchemy 2.1's asyncio extension needs greenlet, which aegra-cli does not
-        # pull in.
-        "aegra",
-        [system.args.aegra_spec, "greenlet", f"langgraph=={version('langgraph')}"],
-    )
+    system.venv = aegra_venv(system.args.aegra_spec)
     system.versions = venv_versions(
         system.venv, ["aegra-cli", "aegra-api", "langgraph", "langgraph-checkpoint-postgres"]
     )
@@ -492,35 +388,12 @@ def start_aegra(
     **extra_env: str,
 ) -> None:
     """Aegra (`aegra serve`) serving `graphs` on Postgres `database`, no Docker."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "aegra.json").write_text(json.dumps({"graphs": graphs}, indent=2))
     port = free_port()
-    env = clean_env(
-        DATABASE_URL=f"{system.args.pg}/{database}",
-        AUTH_TYPE="noop",
-        LOG_LEVEL="WARNING",
-        OTEL_TARGETS="",
-        OTEL_SDK_DISABLED="true",
-        PYTHONUNBUFFERED="1",
-        **extra_env,
-    )
-    proc, logfile = system.spawn(
-        [
-            str(system.venv / "bin" / "aegra"),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--config",
-            str(run_dir / "aegra.json"),
-        ],
-        cwd=run_dir,
-        env=env,
-        logname=logname,
-    )
+    url = f"{system.args.pg}/{database}"
+    argv, env, health = aegra_command(system.venv, run_dir, graphs, port, url)
+    proc, logfile = system.spawn(argv, cwd=run_dir, env={**env, **extra_env}, logname=logname)
     system.base_url = f"http://127.0.0.1:{port}"
-    wait_http(f"{system.base_url}/health", proc, 120, logfile)
+    wait_http(health, proc, 120, logfile)
 
 
 # --- HITL -----------------------------------------------------------------------------

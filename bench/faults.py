@@ -68,14 +68,16 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     children,
-    clean_env,
     free_port,
     hitl_prepare,
     percentile,
-    recreate_database,
     stop_processes,
-    wait_http,
     wait_port,
+)
+from bench.peer_servers import (  # noqa: E402
+    clean_env,
+    recreate_database,
+    wait_http,
 )
 
 DB = "hitl_faults"

@@ -65,20 +65,22 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     BIN,
-    CACHE,
     CpuSampler,
     System,
     children,
-    clean_env,
     free_port,
     hitl_prepare,
     install_aegra,
     install_langgraph_dev,
-    log,
     percentile,
-    recreate_database,
     start_aegra,
     start_langgraph_dev,
+)
+from bench.peer_servers import (  # noqa: E402
+    CACHE,
+    clean_env,
+    log,
+    recreate_database,
     wait_http,
 )
 

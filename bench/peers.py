@@ -52,7 +52,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     BIN,
-    CACHE,
     CpuSampler,
     Stack,
     System,
@@ -61,13 +60,16 @@ from bench.common import (  # noqa: E402
     hitl_prepare,
     install_aegra,
     install_langgraph_dev,
-    log,
     percentile,
     pg_sessions,
-    recreate_database,
     run_cycles,
     start_aegra,
     start_langgraph_dev,
+)
+from bench.peer_servers import (  # noqa: E402
+    CACHE,
+    log,
+    recreate_database,
     wait_http,
 )
 

@@ -27,6 +27,7 @@ from hitl.core import decisions
 from hitl.core.errors import ServiceError, is_transient
 from hitl.core.live import redis as live_redis
 from hitl.core.models import HumanInterrupt, Run
+from hitl.core.remote.mirror import deployments_poll
 from hitl.ops import services as ops_services
 from hitl.ops.notifications import notify_sweep
 
@@ -176,10 +177,13 @@ def start_inprocess_sweeper() -> None:
 
 
 def _sweep_forever() -> None:
-    next_expiry = next_reap = 0.0
+    next_expiry = next_reap = next_remote = 0.0
     while True:
         now = time.monotonic()
         try:
+            if now >= next_remote:
+                next_remote = now + settings.HITL_REMOTE_POLL_SECONDS
+                deployments_poll()  # a no-op without remote deployments
             if now >= next_expiry:
                 next_expiry = now + settings.HITL_EXPIRY_SWEEP_SECONDS
                 expire_due_interrupts()
@@ -192,7 +196,7 @@ def _sweep_forever() -> None:
             log.exception("in-process sweep failed")
         finally:
             close_old_connections()
-        time.sleep(max(0.1, min(next_expiry, next_reap) - time.monotonic()))
+        time.sleep(max(0.1, min(next_expiry, next_reap, next_remote) - time.monotonic()))
 
 
 # --- broker outages ------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from hitl.core.access.permissions import user_can_review_all
-from hitl.core.models import HumanInterrupt, Run
+from hitl.core.models import HumanInterrupt, RemoteDeployment, Run
 from hitl.ops.rule_analytics import automation_context
 
 log = logging.getLogger(__name__)
@@ -90,10 +90,21 @@ def healthz(request):
         else:
             checks[name] = "ok"
     healthy = all(v == "ok" or v.startswith("not used") for v in checks.values())
-    return JsonResponse(
-        {"status": "ok" if healthy else "unavailable", "checks": checks},
-        status=200 if healthy else 503,
-    )
+    body: dict[str, Any] = {"status": "ok" if healthy else "unavailable", "checks": checks}
+    if healthy:
+        # Shown, not counted: a deployment that is away must not take HITL out of its
+        # load balancer (its decisions wait, pending delivery).
+        body["remote"] = _remote_health()
+    return JsonResponse(body, status=200 if healthy else 503)
+
+
+def _remote_health() -> dict[str, str]:
+    return {
+        name: f"error: {error}" if error else ("ok" if ok else "not polled yet")
+        for name, error, ok in RemoteDeployment.objects.filter(enabled=True)
+        .order_by("name")
+        .values_list("name", "last_error", "last_ok_at")
+    }
 
 
 # --- /metrics ---------------------------------------------------------------------------

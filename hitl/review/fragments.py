@@ -23,6 +23,7 @@ from hitl.core.decisions import quorum
 from hitl.core.decisions.rule_stats import dry_run_opinions
 from hitl.core.live import events
 from hitl.core.models import Approval, HumanInterrupt, Run, Thread
+from hitl.core.remote import state as remote_state
 from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
@@ -234,6 +235,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     ended = cancelled or (latest is not None and latest.status == Run.Status.ERROR)
     if cancelled:
         shown_status = "cancelled"
+    remote = _remote_context(thread)
     return {
         "failed_actions": latest_failed,
         "latest_run": latest if ended else None,
@@ -242,6 +244,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         and latest.status == Run.Status.ERROR
         and user.has_perm("hitl.change_run"),
         "can_new_run": ended
+        and remote is None  # another deployment's threads start there
         and thread.status not in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_run_thread(user, thread),
         "shown_status": shown_status,
@@ -259,7 +262,17 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         **batch_context(thread, user),
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_cancel_thread(user, thread),
+        "remote": remote,
     }
+
+
+def _remote_context(thread: Thread) -> dict[str, Any] | None:
+    """A mirrored thread's deployment, and a decision waiting to reach it."""
+    link = remote_state.remote_link(thread)
+    if link is None:
+        return None
+    error = link.deployment.last_error if link.deployment.last_error else ""
+    return {"link": link, "pending": remote_state.delivery_pending(thread), "error": error}
 
 
 def _result_items(value: Any) -> list[tuple[str, str, bool]]:

@@ -366,15 +366,20 @@ class Conversation:
 def thread_conversation(thread: Thread, *, limit: int = 200) -> Conversation:
     """The thread's messages (and tool calls) from its LangGraph checkpoint."""
     from hitl.core.registry import registry
+    from hitl.core.remote import state as remote_state
     from hitl.core.runs.graphs import checkpointer
 
     try:
-        graph = registry.get(thread.graph, checkpointer())
-        snapshot = graph.get_state({"configurable": {"thread_id": str(thread.pk)}})
+        link = remote_state.remote_link(thread)
+        if link is not None:  # a thread of another deployment: its state is there
+            values = remote_state.remote_values(link)
+        else:
+            graph = registry.get(thread.graph, checkpointer())
+            snapshot = graph.get_state({"configurable": {"thread_id": str(thread.pk)}})
+            values = snapshot.values if isinstance(snapshot.values, dict) else {}
     except Exception as exc:  # the page must render even when the checkpoint is unreadable
         log.warning("cannot read the checkpoint of thread %s: %s", thread.pk, exc)
         return Conversation(error="The conversation cannot be read right now.")
-    values = snapshot.values if isinstance(snapshot.values, dict) else {}
     messages = values.get("messages")
     if isinstance(messages, list):
         return Conversation(messages=[_message(m) for m in messages[-limit:]])

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from hitl.core import errors
 from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
 from hitl.core.models import Thread
+from hitl.core.remote import state as remote_state
 from hitl.core.runs import timetravel
 from hitl.review.views import _render_thread
 
@@ -25,6 +26,13 @@ def history_context(thread: Thread, user) -> dict:
         Thread.Status.BUSY,
         Thread.Status.INTERRUPTED,
     )
+    link = remote_state.remote_link(thread)
+    if link is not None:
+        # Another deployment's thread: its history is read there; forks are made there too.
+        try:
+            return {"checkpoints": remote_state.remote_checkpoints(link), "can_fork": False}
+        except remote_state.RemoteUnreadable:
+            return {"checkpoints": [], "can_fork": False}
     return {"checkpoints": timetravel.thread_checkpoints(thread), "can_fork": can_fork}
 
 

@@ -165,7 +165,7 @@ def test_every_stream_mode_matches_langgraph_through_a_pause_and_a_resume(stack1
     assert second[-1].event == "debug" and second[-1].data["payload"]["next"] == []
 
 
-def test_a_run_asking_only_for_thread_modes_costs_the_worker_nothing_more(stack16, reviewer):  # noqa: F811
+def test_a_run_keeps_the_modes_it_asked_for_and_no_subgraphs_unasked(stack16, reviewer):  # noqa: F811
     sdk = sdk_client(stack16.base_url, reviewer)
     thread_id = sdk.threads.create()["thread_id"]
     parts = list(
@@ -173,7 +173,7 @@ def test_a_run_asking_only_for_thread_modes_costs_the_worker_nothing_more(stack1
             thread_id, "nested", input={"request": "q3"}, stream_mode=["values", "updates"]
         )
     )
-    assert Run.objects.get(pk=parts[0].data["run_id"]).stream_modes == []
+    assert Run.objects.get(pk=parts[0].data["run_id"]).stream_modes == ["values", "updates"]
     # Without stream_subgraphs, no subgraph chunk: the root's updates end with the pause.
     assert all("|" not in p.event for p in parts)
     assert parts[-1].event == "values" and "__interrupt__" in parts[-1].data

@@ -122,6 +122,11 @@ def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
     return data
 
 
+def selected(data: dict[str, Any], select: list[str] | None) -> dict[str, Any]:
+    """Only the fields `select` names (all without it), as LangGraph Server's select."""
+    return data if not select else {k: data[k] for k in select if k in data}
+
+
 def _error_line(error: str) -> str:
     return error_line(error)
 
@@ -131,10 +136,15 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"webhook": run.webhook or None}
     if run.kind == Run.Kind.RESUME:
         kwargs["input"] = None
-        kwargs["command"] = {"resume": (run.input or {}).get("resume")}
+        kwargs["command"] = {"resume": (run.input or {}).get("resume"), **(run.command or {})}
+    elif run.command:
+        kwargs["input"] = None
+        kwargs["command"] = dict(run.command)
     else:
         kwargs["input"] = run.input
         kwargs["command"] = None
+    kwargs["config"] = run.config or {}
+    kwargs["context"] = run.context or {}
     data: dict[str, Any] = {
         "run_id": str(run.pk),
         "thread_id": str(run.thread_id),
@@ -143,7 +153,7 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
         "updated_at": _iso(run.finished_at or run.started_at or run.created_at),
         "status": RUN_STATUS.get(run.status, run.status),
         "metadata": run.metadata or {},
-        "multitask_strategy": "reject",
+        "multitask_strategy": run.multitask_strategy or "reject",
         "kwargs": kwargs,
     }
     if run.status == Run.Status.CANCELLED:

@@ -122,6 +122,18 @@ class Run(models.Model):
     # checkpoints, subgraphs): runs nobody asked that of stream as before.
     stream_modes = models.JSONField(default=list, blank=True)
     stream_subgraphs = models.BooleanField(default=False)
+    # The RunnableConfig (configurable, recursion_limit, tags, ...) and runtime context the
+    # run was started with, the assistant's merged under the request's (HITL's own
+    # configurable keys are added by the worker, never stored here).
+    config = models.JSONField(default=dict, blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    # A LangGraph command's `goto` and `update` (its `resume` is in `input`), as the
+    # client sent them.
+    command = models.JSONField(default=dict, blank=True)
+    # LangGraph breakpoints: {"before": [...], "after": [...]} (node names, or "*").
+    breakpoints = models.JSONField(default=dict, blank=True)
+    # "enqueue": the run waits for the runs before it on its thread (double-texting).
+    multitask_strategy = models.CharField(max_length=12, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -541,6 +553,7 @@ from hitl.core.models.notify import (  # noqa: E402
     NotificationPreference,
 )
 from hitl.core.models.policy import Approval, DecisionRule, RuleHit  # noqa: E402
+from hitl.core.models.remote import REMOTE_GRAPH_PREFIX, RemoteDeployment, RemoteThread  # noqa: E402
 from hitl.core.models.sso import SsoIdentity  # noqa: E402
 
 __all__ = [
@@ -558,6 +571,9 @@ __all__ = [
     "InterruptSnooze",
     "Notification",
     "NotificationPreference",
+    "REMOTE_GRAPH_PREFIX",
+    "RemoteDeployment",
+    "RemoteThread",
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",
