@@ -38,6 +38,7 @@ urlpatterns = [
     path("threads/<uuid:thread_id>/rerun/", run_actions.thread_rerun, name="thread-rerun"),
     path("threads/<uuid:thread_id>/retry/", thread_actions.thread_retry, name="thread-retry"),
     path("threads/<uuid:thread_id>/fork/", timetravel.thread_fork, name="thread-fork"),
+    path("threads/<uuid:thread_id>/history/", timetravel.thread_history, name="thread-history"),
     path(
         "threads/<uuid:thread_id>/files/<uuid:artifact_id>/",
         views.artifact_download,

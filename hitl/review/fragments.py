@@ -24,12 +24,14 @@ from hitl.core.decisions.rule_stats import dry_run_opinions
 from hitl.core.live import events
 from hitl.core.models import Approval, HumanInterrupt, Run, Thread
 from hitl.core.remote import state as remote_state
+from hitl.core.runs.branches import thread_branches
 from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
     interrupt_clarification,
     mark_failed_actions,
+    split_by_branch,
     thread_artifacts,
     thread_conversation,
     thread_failed_actions,
@@ -217,6 +219,14 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     label_decided(decided)
     credit_editors(decided)
     final = thread_final_result(thread)
+    branches = thread_branches(thread)
+    for run in runs:
+        run.branch = branches.of_run(run.pk)
+    final_branch = branches.of_run(final.pk) if final else None
+    conversation = thread_conversation(thread)
+    artifacts, other_artifacts = split_by_branch(
+        thread_artifacts(thread), branches, conversation.artifact_paths
+    )
     failed = thread_failed_actions(thread)
     mark_failed_actions(runs, failed)
     # The latest run's approved action failed: the thread says so, whatever the agent did next.
@@ -254,8 +264,13 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "decided": decided,
         "final_run": final,
         "final_json": pretty_json(final.final_result) if final else "",
-        "artifacts": thread_artifacts(thread),
-        "conversation": thread_conversation(thread),
+        "branches": branches,
+        "final_branch": final_branch,
+        # Another branch's result (a fork runs or ran since) is not shown as the thread's.
+        "old_result": bool(final and branches.many and final_branch != branches.current),
+        "artifacts": artifacts,
+        "other_artifacts": other_artifacts,
+        "conversation": conversation,
         "audit": audit_for_thread(thread, limit=200),
         # Tracebacks are for whoever may read runs in admin, where they are shown too.
         "show_traceback": user.has_perm("hitl.view_run"),

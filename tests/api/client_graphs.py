@@ -25,6 +25,7 @@ TARGETS = {
     "typed_email": "tests.api.client_graphs:typed_email_graph",
     "two_approvals": "tests.api.client_graphs:two_approvals_graph",
     "nested": "tests.api.client_graphs:nested_graph",
+    "react_streaming": "tests.api.client_graphs:react_streaming_graph",
     "configured": "tests.api.client_graphs:configured_graph",
     "chatter": "tests.api.client_graphs:chatter_graph",
 }
@@ -287,3 +288,20 @@ _chatter.add_node("chat", _chat)
 _chatter.add_edge(START, "chat")
 _chatter.add_edge("chat", END)
 chatter_graph = _chatter.compile()
+
+
+# --- the built-in ReAct agent on a scripted model that streams its reply ------------
+
+
+def react_streaming(checkpointer: Any = None) -> Any:
+    """The ReAct agent whose scripted model streams its words over 0.3 s (as a real
+    model's tokens come), then its `finish` call."""
+    from agents.models import ScriptedChatModel
+    from agents.react import build_react_agent
+
+    return build_react_agent(
+        ScriptedChatModel(delay=0.3), builtin_tools=False, checkpointer=checkpointer
+    )
+
+
+react_streaming_graph = react_streaming()

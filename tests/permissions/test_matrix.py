@@ -283,8 +283,8 @@ def forks_on_done(w: World) -> int:
 
 
 def history_page(w: World) -> str:
-    """The thread page's History lists the finished thread's checkpoints."""
-    response = w.page.get(f"/threads/{w.done.pk}/")
+    """The thread page's History (loaded when opened) lists the finished thread's steps."""
+    response = w.page.get(f"/threads/{w.done.pk}/history/", {"partial": "1"})
     return listed(response, f'data-checkpoint="{w.step}"')
 
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from hitl.core.decisions import interrupt_resolve
+from hitl.core.decisions.claims import interrupt_claim
 from hitl.core.errors import Conflict
 from hitl.core.models import (
     AuditEvent,
     DecisionRule,
+    GroupNotificationSettings,
     HumanInterrupt,
+    Notification,
     RemoteDeployment,
     RemoteThread,
     ReviewerGroupPolicy,
@@ -17,6 +23,8 @@ from hitl.core.models import (
     Thread,
 )
 from hitl.core.remote.mirror import deployment_poll
+from hitl.ops.notifications import notification_attempt
+from tests.ops.notify_helpers import notify_fixture, smtp_fixture, text_of  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -281,8 +289,11 @@ def test_the_thread_page_shows_the_remote_state_and_history(
     page = client.get(f"/threads/{row.thread_id}/").content.decode()
     assert "Runs on prod" in page and remote_id in page
     assert "the quarterly report" in page  # the remote state's values
-    assert page.count('class="checkpoint"') >= 3  # its history: input, review, act
     assert "key-not-for-pages" not in page
+    history = client.get(f"/threads/{row.thread_id}/history/", {"partial": "1"}).content.decode()
+    assert history.count('<li class="checkpoint') >= 3  # its history: input, review, act
+    assert "(read from its deployment)" in history and "btn-fork" not in history
+    assert "key-not-for-pages" not in history
 
 
 def test_an_undone_decision_never_reaches_the_deployment(peer, deployment, reviewer, manual_runs):
@@ -339,3 +350,43 @@ def test_a_thread_deleted_on_the_deployment_withdraws_its_items(peer, deployment
     event = AuditEvent.objects.get(kind="interrupt.cancelled", interrupt=row)
     assert event.data["reason"] == "remote thread deleted"
     assert Thread.objects.get(pk=row.thread_id).status == Thread.Status.IDLE
+
+
+def test_a_remote_item_is_mailed_and_claimed_as_a_local_one_is(
+    peer, deployment, reviewer, second_reviewer, manual_runs, smtp, notify
+):
+    """The remote pause reaches a real SMTP server as a local one does, and a reviewer's
+    "I'm on it" holds back a second reviewer's client until the claim is overridden."""
+    reviewer.email = "rita@example.com"
+    reviewer.save()
+    GroupNotificationSettings.objects.create(group=deployment.reviewer_group, email_members=True)
+    remote_id = peer.interrupted_thread("review", request="the launch")
+    [row] = mirrored(deployment, remote_id)
+
+    for pk in Notification.objects.values_list("pk", flat=True):
+        notification_attempt(notification_id=pk, now=timezone.now() + timedelta(hours=1))
+    (sent,) = Notification.objects.all()
+    assert (sent.status, sent.address, sent.interrupt_ids) == (
+        "sent",
+        "rita@example.com",
+        [str(row.pk)],
+    )
+    (message,) = smtp.messages()
+    assert "send_email" in message["Subject"]
+    assert "team@example.com" in text_of(message)  # the key args, as for a local item
+
+    interrupt_claim(interrupt_id=row.pk, user=reviewer)
+    with pytest.raises(Conflict, match=f"{reviewer.username} is on it"):
+        interrupt_resolve(
+            interrupt_id=row.pk, user=second_reviewer, response_type="accept", respect_claim=True
+        )
+    row.refresh_from_db()
+    assert row.status == HumanInterrupt.Status.PENDING
+    assert remote_values(peer, remote_id)["status"] == "interrupted"  # nothing was sent
+
+    run = decide(row, reviewer, "accept")
+    assert manual_runs(run) == "delivered"
+    assert remote_values(peer, remote_id)["values"]["sent"] == {
+        "to": "team@example.com",
+        "copies": 1,
+    }

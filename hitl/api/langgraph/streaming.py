@@ -6,9 +6,11 @@ RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verba
 `debug`, `tasks`, `checkpoints` and subgraph chunks (named `mode|<namespace>`, as
 LangGraph Server names them) are streamed by the worker only for runs started with
 those modes (Run.stream_modes); a run started with modes streams them from its start,
-whoever listens, so a later join gets them too. The `events` mode is an approximation built from the
-others (chat model stream + node ends): the worker runs graphs with the sync `stream`,
-and astream_events v2 has no sync counterpart.
+whoever listens, so a later join gets them too. So is the `events` mode: for a run
+started with it the worker runs the graph with `astream_events` (v2) and its events come
+as RAW "events" chunks, as LangGraph Server sends them. A client that asks for `events`
+of a run started without it (a thread stream) gets an approximation built from the
+other modes (chat model stream + node ends).
 """
 
 from __future__ import annotations
@@ -129,9 +131,13 @@ def _debug(chunk: Any) -> Any:
 class _Translator:
     """Turns the thread's AG-UI/RAW events into LangGraph SSE parts for some modes."""
 
-    def __init__(self, run_id: str, modes: list[str]):
+    def __init__(self, run_id: str, modes: list[str], native_events: bool = False):
         self.run_id = run_id
         self.modes = set(modes)
+        # The worker streams astream_events' own events (the run was started with the
+        # `events` mode): they go on verbatim, with no approximation next to them.
+        self.native_events = native_events
+        self.approximate = "events" in self.modes and not native_events
         self.last_values: Any = None
         # Message id -> the chunks so far (None: a whole message).
         self.partial: dict[str, Any] = {}
@@ -149,7 +155,7 @@ class _Translator:
         if mode == "updates":
             if "updates" in self.modes:
                 out.append(sse(name, data))
-            if "events" in self.modes and isinstance(data, dict) and not ns:
+            if self.approximate and isinstance(data, dict) and not ns:
                 for node, update in data.items():
                     out.append(self._event("on_chain_end", node, {"output": update}))
         elif mode == "values" and not ns:  # the root's values with the pause's interrupts
@@ -157,6 +163,9 @@ class _Translator:
         elif mode in ("custom", "values", "tasks", "checkpoints"):
             if mode in self.modes:
                 out.append(sse(name, data))
+        elif mode == "events":
+            if "events" in self.modes and not ns:
+                out.append(sse("events", data))
         elif mode == "debug":
             if "debug" in self.modes:
                 out.append(sse(name, _debug(data)))
@@ -166,7 +175,7 @@ class _Translator:
                 out.append(sse(name, data))
             if "messages" in self.modes and isinstance(message, dict):
                 out.extend(self._messages(message, metadata))
-            if "events" in self.modes and not ns:
+            if self.approximate and not ns:
                 name = (metadata or {}).get("langgraph_node") or "model"
                 out.append(self._event("on_chat_model_stream", name, {"chunk": message}, metadata))
         return out
@@ -269,7 +278,7 @@ async def run_events(
     run_id = str(run.pk)
     over = False
     modes = normalize_modes(stream_mode)
-    translate = _Translator(run_id, modes)
+    translate = _Translator(run_id, modes, "events" in (run.stream_modes or ()))
     # "-1" (useStream's rejoin after a reload): everything, from the run's start.
     from_start = last_event_id == FROM_START
     resume_from = (FIRST_ENTRY, -1) if from_start else _parse_last_id(last_event_id)
@@ -280,7 +289,7 @@ async def run_events(
         seen: tuple[int, int] | None = None
         if resume_from is None or from_start:
             yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
-            if "events" in modes:
+            if translate.approximate:
                 current = await fetch_run(run_id)
                 graph = current.thread.graph if current else ""
                 yield translate._event("on_chain_start", graph, {})
@@ -351,7 +360,7 @@ async def run_events(
                 values, _ = await released(state.thread_values)(final.thread)
                 for part in translate.values(values):
                     yield _with_id(part, FINAL_ID)
-        if "events" in modes:
+        if translate.approximate:
             yield translate._event(
                 "on_chain_end", final.thread.graph, {"output": translate.last_values}
             )

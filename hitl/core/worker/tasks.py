@@ -9,7 +9,8 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from celery import shared_task
@@ -274,6 +275,54 @@ def _publish_all(thread_id: Any, batch: list[dict[str, Any]]) -> None:
         events.publish_thread_event(thread_id, event)
 
 
+async def _chunks(
+    graph: Any,
+    graph_input: Any,
+    config: dict[str, Any],
+    *,
+    modes: list[str],
+    subgraphs: bool,
+    events_of: uuid.UUID | None,
+    **kwargs: Any,
+) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
+    """The run's stream as (namespace, mode, chunk); `kwargs` go to astream (context,
+    breakpoints).
+
+    With `events_of` (the run's id; a client asked for the `events` mode) the graph
+    runs with `astream_events` v2 as LangGraph Server runs it: the root's
+    `on_chain_stream` events carry the stream modes' chunks, and every other event
+    is an "events" chunk of its own.
+    """
+    if events_of is None:
+        async for item in graph.astream(
+            graph_input,
+            config,
+            stream_mode=modes,
+            durability="sync",
+            subgraphs=subgraphs,
+            **kwargs,
+        ):
+            yield item if subgraphs else ((), *item)
+        return
+    root = str(events_of)
+    async for event in graph.astream_events(
+        graph_input,
+        {**config, "run_id": events_of},
+        version="v2",
+        stream_mode=modes,
+        durability="sync",
+        subgraphs=subgraphs,
+        **kwargs,
+    ):
+        if "langsmith:hidden" in (event.get("tags") or ()):
+            continue
+        if event["event"] == "on_chain_stream" and event["run_id"] == root:
+            chunk = event["data"]["chunk"]
+            yield chunk if subgraphs else ((), *chunk)
+        else:
+            yield (), agui.EVENTS, event
+
+
 async def _stream_run(
     graph: Any,
     config: dict[str, Any],
@@ -298,23 +347,25 @@ async def _stream_run(
             ended = _StreamEnd()
             if graph_input is not _ALREADY_DONE:
                 modes = agui.STREAM_MODES if listened else ["updates", "values"]
-                # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs):
-                # only for runs started with them, and only while someone listens.
-                client_modes = agui.client_modes(run.stream_modes if listened else [])
+                # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs,
+                # events): only for runs started with them (sent while someone listens;
+                # a client that joins the run later gets them from then on).
+                client_modes = agui.client_modes(run.stream_modes)
                 subgraphs = bool(client_modes) and run.stream_subgraphs
                 if client_modes:
-                    modes = agui.STREAM_MODES + sorted(client_modes - set(agui.STREAM_MODES))
-                async for item in graph.astream(
+                    modes = agui.astream_modes(client_modes)
+                stream = _chunks(
+                    graph,
                     graph_input,
                     config,
+                    modes=modes,
+                    subgraphs=subgraphs,
+                    events_of=run.pk if agui.EVENTS in client_modes else None,
                     context=graph_context(graph, run.context),
                     interrupt_before=run.breakpoints.get("before"),
                     interrupt_after=run.breakpoints.get("after"),
-                    stream_mode=modes,
-                    durability="sync",
-                    subgraphs=subgraphs,
-                ):
-                    ns, mode, chunk = item if subgraphs else ((), *item)
+                )
+                async for ns, mode, chunk in stream:
                     if not ns:
                         ended.note(mode, chunk)
                     if not listened and time.monotonic() - checked >= LISTEN_RECHECK_SECONDS:
@@ -486,8 +537,11 @@ def _keep_connection_unless_failed() -> None:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,
+    # The engine ends a run at HITL_RUN_TIME_LIMIT itself (its error on the thread, the
+    # process's other runs untouched). Celery's limits only apply to the prefork pool
+    # and are a backstop there, after the engine's.
     time_limit=settings.HITL_RUN_TIME_LIMIT + 30,
-    soft_time_limit=settings.HITL_RUN_TIME_LIMIT,
+    soft_time_limit=settings.HITL_RUN_TIME_LIMIT + 10,
 )
 def run_execute(self, run_id: str) -> str:
     """Execute a run on a Celery worker (ids only, JSON)."""
