@@ -69,18 +69,22 @@ def describe(target: str) -> str:
     return _first_paragraph(module.__doc__)
 
 
-def with_checkpointer(obj: Any, checkpointer: Any) -> Pregel:
-    """Return a compiled graph bound to the given checkpointer.
+def with_checkpointer(obj: Any, checkpointer: Any, store: Any = None) -> Pregel:
+    """Return a compiled graph bound to the given checkpointer (and store, which its
+    nodes get as LangGraph Server gives it: `get_store()` and the `store` argument).
 
     Accepts a compiled graph, an uncompiled StateGraph, or a zero-argument factory
     returning either.
     """
     if isinstance(obj, StateGraph):
-        return obj.compile(checkpointer=checkpointer)
+        return obj.compile(checkpointer=checkpointer, store=store)
     if isinstance(obj, Pregel):
-        return obj.copy(update={"checkpointer": checkpointer})
+        update = {"checkpointer": checkpointer}
+        if store is not None:
+            update["store"] = store
+        return obj.copy(update=update)
     if callable(obj):
-        return with_checkpointer(obj(), checkpointer)
+        return with_checkpointer(obj(), checkpointer, store)
     raise TypeError(f"{obj!r} is not a LangGraph graph")
 
 
@@ -89,15 +93,16 @@ class GraphRegistry:
 
     def __init__(self, targets: dict[str, str]):
         self.targets = dict(targets)
-        self._loaded: dict[tuple[str, int], Pregel] = {}
+        self._loaded: dict[tuple[str, int, int], Pregel] = {}
 
     def names(self) -> list[str]:
         return sorted(self.targets)
 
-    def get(self, name: str, checkpointer: Any) -> Pregel:
+    def get(self, name: str, checkpointer: Any, store: Any = None) -> Pregel:
         if name not in self.targets:
             raise UnknownGraph(f"Unknown graph {name!r}; registered: {', '.join(self.names())}.")
-        key = (name, id(checkpointer))
+        key = (name, id(checkpointer), id(store))
         if key not in self._loaded:
-            self._loaded[key] = with_checkpointer(import_target(self.targets[name]), checkpointer)
+            target = import_target(self.targets[name])
+            self._loaded[key] = with_checkpointer(target, checkpointer, store)
         return self._loaded[key]

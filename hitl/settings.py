@@ -406,7 +406,14 @@ HITL_UNDO_SECONDS = envfloat("HITL_UNDO_SECONDS", 5.0)
 # Milliseconds one decision rule's condition may take on one interrupt; past that the
 # rule fails on it and the item goes to people.
 HITL_RULE_BUDGET_MS = envint("HITL_RULE_BUDGET_MS", 200)
+# How often beat looks for due crons (/langgraph crons): a tick fires this late at most.
+HITL_CRON_SWEEP_SECONDS = envfloat("HITL_CRON_SWEEP_SECONDS", 5.0)
 CELERY_BEAT_SCHEDULE = {
+    "hitl-fire-crons": {
+        "task": "hitl.maintenance.fire_crons",
+        "schedule": HITL_CRON_SWEEP_SECONDS,
+        "options": {"expires": HITL_CRON_SWEEP_SECONDS},
+    },
     "hitl-expire-interrupts": {
         "task": "hitl.maintenance.expire_interrupts",
         "schedule": HITL_EXPIRY_SWEEP_SECONDS,
@@ -482,6 +489,9 @@ HITL_CHECKPOINT_URL = envstr(
     "HITL_CHECKPOINT_URL", DATABASE_URL or f"sqlite:///{VAR_DIR / 'checkpoints.sqlite3'}"
 )
 HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
+# LangGraph's long-term store (graphs' get_store(), /langgraph/store); empty: the
+# checkpointer's database (PostgresStore on its pool, or its SQLite file).
+HITL_STORE_URL = envstr("HITL_STORE_URL", "")
 # A request whose work is safe to repeat (reads, and state changes made in one
 # transaction that re-checks its preconditions) is repeated in the server for this
 # long while the database drops sessions; a longer outage is a 503 + Retry-After.
@@ -491,6 +501,9 @@ HITL_DB_RETRY_SECONDS = envfloat("HITL_DB_RETRY_SECONDS", 2.0)
 HITL_GRAPHS = {
     # The ReAct demo agent: clarification, files, approval, final result.
     "demo": "agents.graphs.demo:demo_graph",
+    # The same demo as LangChain v1 builds it: create_agent + HumanInTheLoopMiddleware,
+    # pausing in the middleware's format (action_requests / decisions).
+    "demo_v1": "agents.graphs.agent_v1:agent_v1_graph",
     "approval": "agents.graphs.examples:approval_graph",
     "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
     "middleware_review": "agents.graphs.examples:middleware_graph",

@@ -50,6 +50,9 @@ ACTIONS = {
     "undo another reviewer's answer to it (page, v1)": "undo",
     "revoke the requester's API token (page)": "revoke_token",
     "change their own notification settings (page)": "notify_settings",
+    "create an assistant (/langgraph)": "assistant_create",
+    "change or delete the requester's assistant (/langgraph)": "assistant_change",
+    "read or write the store (/langgraph)": "store",
 }
 
 CELLS = {"yes", "login", "404", "403", "409", "no"}

@@ -25,8 +25,9 @@ from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
-from hitl.api.langgraph import assistants, serializers, state, thread_verbs
+from hitl.api.langgraph import assistants, crons, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
+from hitl.api.langgraph import store as lg_store
 from hitl.api.langgraph.run_create import create_run
 from hitl.api.langgraph.run_http import (
     name_run,
@@ -60,6 +61,7 @@ from hitl.core.errors import check_storable
 from hitl.core.live.events import RunEnd
 from hitl.core.live.waiting import ThreadSubscription, released, wait_for_run
 from hitl.core.models import Run, Thread
+from hitl.core.runs.assistants import assistant_get
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,8 @@ api = NinjaAPI(
 
 install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 api.add_router("/assistants", assistants.router)
+api.add_router("/store", lg_store.router)
+api.add_router("/runs/crons", crons.router)
 
 
 # --- helpers --------------------------------------------------------------------
@@ -202,7 +206,7 @@ def info(request):
     return {
         "version": "hitl-1",
         "langgraph_py_version": "1",
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "flags": {"assistants": True, "crons": True, "store": True, "langsmith": False},
         "host": {"kind": "hitl"},
     }
 
@@ -238,9 +242,15 @@ def _threads_query(request, metadata: dict[str, Any] | None, status: str | None)
             qs = qs.filter(graph=value)
         elif key == "assistant_id":
             try:
-                qs = qs.filter(graph=lg_services.graph_for_assistant(str(value)))
+                assistant = assistant_get(str(value))
             except errors.NotFound:
                 qs = qs.none()
+            else:
+                qs = (
+                    qs.filter(graph=assistant.graph)
+                    if assistant.is_default
+                    else qs.filter(metadata__assistant_id=assistant.assistant_id)
+                )
         elif not key.isidentifier():
             raise errors.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
         else:
@@ -402,6 +412,13 @@ def runs_list(
         runs = runs.filter(status__in=serializers.RUN_STATUS_FILTER[status])
     page = runs[offset : offset + limit]
     return [serializers.selected(serializers.run_json(r, thread.graph), select) for r in page]
+
+
+# Before /threads/{thread_id}/runs/{run_id}, which would take "crons" for a run id.
+@api.post("/threads/{thread_id}/runs/crons", response={200: dict, **ERRORS}, tags=["crons"])
+def thread_crons_create(request, thread_id: uuid.UUID, body: crons.CronCreateIn):
+    """Schedule runs of an assistant on this thread (a tick while it is busy is skipped)."""
+    return crons.create_cron(request, body, thread_id)
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])

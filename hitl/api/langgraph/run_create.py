@@ -11,11 +11,32 @@ from django.utils import timezone
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph.schemas import RunCreateIn, refuse_unsupported
 from hitl.api.langgraph.streaming import run_stream_modes
+from hitl.core import errors
 from hitl.core.db.retry import met_while_committing, retry_transient
 from hitl.core.errors import Unavailable
 from hitl.core.models import Run
 
 log = logging.getLogger(__name__)
+
+# Modes LangGraph Server emits only on its protocol v2 event-streaming endpoints; its
+# runs endpoints (these) refuse them with this 422, and so do we.
+V2_ONLY_MODES = frozenset(("tools", "lifecycle"))
+
+
+class V2OnlyModes(errors.ServiceError):
+    status_code = 422
+
+
+def check_stream_modes(stream_mode) -> None:
+    """Refuse `tools` / `lifecycle` as LangGraph Server's runs endpoints do (422)."""
+    asked = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode or ())
+    v2_only = V2_ONLY_MODES.intersection(asked)
+    if v2_only:
+        raise V2OnlyModes(
+            f"stream_mode entries {sorted(v2_only)!r} are only supported on the v2 event "
+            "streaming endpoints (LangGraph Server's protocol v2), which HITL does not serve."
+        )
+
 
 # A client that sends edited arguments as text marks itself with this header.
 LENIENT_HEADER = "X-HITL-Lenient-Edits"
@@ -31,6 +52,7 @@ def create_run(
     thread is read for a run of this request's kind by this user created since the
     first attempt; found, it is the answer, else the request is made again.
     """
+    check_stream_modes(body.stream_mode)
     began = timezone.now()
     try:
         return _create_run_once(request, body, thread_id, stateless=stateless)

@@ -24,7 +24,9 @@ ThreadField = Literal[
     "interrupts",
 ]
 MAX_OFFSET = 1_000_000_000  # beyond it SQL OFFSET arithmetic would overflow
-StreamModes = list[Literal[STREAM_MODES]] | Literal[STREAM_MODES] | None  # type: ignore[valid-type]
+# "tools" and "lifecycle" parse, to be refused as LangGraph Server refuses them (run_create).
+_MODES = (*STREAM_MODES, "tools", "lifecycle")
+StreamModes = list[Literal[_MODES]] | Literal[_MODES] | None  # type: ignore[valid-type]
 
 
 RunField = Literal[
@@ -66,14 +68,62 @@ def refuse_unsupported(**sent: Any) -> None:
             raise errors.Invalid(f"{name}: {UNSUPPORTED[name]}")
 
 
-class AssistantSearchIn(Schema):
+AssistantField = Literal[
+    "assistant_id",
+    "graph_id",
+    "name",
+    "description",
+    "config",
+    "context",
+    "metadata",
+    "version",
+    "created_at",
+    "updated_at",
+]
+
+
+class AssistantCountIn(Schema):
     graph_id: str | None = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
+
+
+class AssistantSearchIn(AssistantCountIn):
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0, le=MAX_OFFSET)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
+    select: list[AssistantField] | None = None
+
+
+class AssistantCreateIn(Schema):
+    graph_id: str
+    assistant_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    name: str | None = Field(None, max_length=200)
+    description: str | None = Field(None, max_length=10_000)
+
+
+class AssistantPatchIn(Schema):
+    graph_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = Field(None, max_length=200)
+    description: str | None = Field(None, max_length=10_000)
+
+
+class AssistantVersionsIn(Schema):
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+
+
+class AssistantLatestIn(Schema):
+    version: int = Field(..., ge=1)
 
 
 class ThreadCreateIn(Schema):

@@ -11,8 +11,7 @@ from hitl.api.langgraph.services import assistant_id_for
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread
-from hitl.core.registry import registry
-from hitl.core.runs.inputs import graph_description
+from hitl.core.runs.assistants import AssistantSpec
 
 # Ours -> LangGraph's (ThreadStatus has no "done"; RunStatus has no "queued"/"cancelled").
 THREAD_STATUS = {
@@ -51,19 +50,20 @@ def _iso(value) -> str | None:
     return value.isoformat() if value else None
 
 
-def assistant_json(graph: str) -> dict[str, Any]:
+def assistant_json(assistant: AssistantSpec) -> dict[str, Any]:
+    """An assistant (or one of its versions); a default one's dates are the epoch, as
+    it is configuration (settings.HITL_GRAPHS), not a row."""
     return {
-        "assistant_id": assistant_id_for(graph),
-        "graph_id": graph,
-        "name": graph,
-        "description": graph_description(graph) or None,
-        "config": {},
-        "context": {},
-        "metadata": {"created_by": "system", "target": registry.targets[graph]},
-        "version": 1,
-        # Assistants are configuration (settings.HITL_GRAPHS), not rows: no real date.
-        "created_at": "1970-01-01T00:00:00+00:00",
-        "updated_at": "1970-01-01T00:00:00+00:00",
+        "assistant_id": assistant.assistant_id,
+        "graph_id": assistant.graph,
+        "name": assistant.name,
+        "description": assistant.description,
+        "config": assistant.config,
+        "context": assistant.context,
+        "metadata": assistant.metadata,
+        "version": assistant.version,
+        "created_at": _iso(assistant.created_at),
+        "updated_at": _iso(assistant.updated_at),
     }
 
 
@@ -148,7 +148,7 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "run_id": str(run.pk),
         "thread_id": str(run.thread_id),
-        "assistant_id": assistant_id_for(graph),
+        "assistant_id": run.assistant_id or assistant_id_for(graph),
         "created_at": _iso(run.created_at),
         "updated_at": _iso(run.finished_at or run.started_at or run.created_at),
         "status": RUN_STATUS.get(run.status, run.status),

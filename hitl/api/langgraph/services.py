@@ -26,32 +26,23 @@ from hitl.core.errors import check_storable
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs import multitask
+from hitl.core.runs.assistants import assistant_get, default_assistant_id
 from hitl.core.runs.config import run_config_merge
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
-ASSISTANT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
-
-
-def assistant_id_for(graph: str) -> str:
-    """A stable assistant id per registered graph (LangGraph's default assistants)."""
-    return str(uuid.uuid5(ASSISTANT_NAMESPACE, graph))
+# A registered graph's default assistant id (the graph name works too).
+assistant_id_for = default_assistant_id
 
 
 def graph_for_assistant(assistant_id: str) -> str:
     """The graph an assistant id (or a graph name, as LangGraph also accepts) names."""
-    if assistant_id in registry.targets:
-        return assistant_id
-    for name in registry.names():
-        if assistant_id_for(name) == assistant_id:
-            return name
-    raise errors.NotFound(
-        f"No assistant {assistant_id!r}; registered graphs: {', '.join(registry.names())}."
-    )
+    return assistant_get(assistant_id).graph
 
 
 def assistant_defaults(assistant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The config and context an assistant gives its runs (a registered graph: none)."""
-    return {}, {}
+    assistant = assistant_get(assistant_id)
+    return dict(assistant.config), dict(assistant.context)
 
 
 def _check_metadata(metadata: Any) -> dict[str, Any]:
@@ -137,9 +128,15 @@ def run_create(
     thread the user cannot see is a 404; `if_not_exists="create"` creates a missing
     one). The whole call is one transaction: a refused resume leaves no thread behind.
     """
-    graph = graph_for_assistant(assistant_id)
+    assistant = assistant_get(assistant_id)
+    graph = assistant.graph
+    # The run keeps the assistant's version it started with (its config and context).
+    on_assistant = {
+        "assistant_id": "" if assistant.is_default else assistant.assistant_id,
+        "assistant_version": None if assistant.is_default else assistant.version,
+    }
     metadata = _check_metadata(metadata)
-    base_config, base_context = assistant_defaults(assistant_id)
+    base_config, base_context = dict(assistant.config), dict(assistant.context)
     run_config, run_context = run_config_merge(
         config=config,
         context=context,
@@ -174,7 +171,10 @@ def run_create(
                 raise errors.NotFound(f"Thread {thread_id} not found.")
             locked = thread is not None
         if thread is None:
-            thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
+            thread_metadata = {"graph_id": graph}
+            if not assistant.is_default:
+                thread_metadata["assistant_id"] = assistant.assistant_id
+            thread = thread_create(user=user, thread_id=new_thread_id, metadata=thread_metadata)
         if checkpoint_id:
             check_checkpoint(thread, checkpoint_id)
             if command is not None and checkpoint_id != head_checkpoint_id(thread):
@@ -182,6 +182,13 @@ def run_create(
                     "A resume answers the latest checkpoint's interrupts; start a run from "
                     "an earlier checkpoint with input instead."
                 )
+        if (
+            not assistant.is_default
+            and thread.metadata.get("assistant_id") != assistant.assistant_id
+        ):
+            # As LangGraph Server: the thread names the assistant its latest run is on.
+            thread.metadata = {**thread.metadata, "assistant_id": assistant.assistant_id}
+            Thread.objects.filter(pk=thread.pk).update(metadata=thread.metadata)
         if command is not None and "resume" not in command:
             # update/goto alone: a step from (a copy of) the latest checkpoint, so a task
             # that pauses again does so under a new interrupt id; the pause's interrupts
@@ -205,6 +212,7 @@ def run_create(
                 stream_modes=stream_modes,
                 stream_subgraphs=stream_subgraphs,
                 thread_locked=locked,
+                **on_assistant,
                 run_config=run_config,
                 run_context=run_context,
                 supersede=True,
@@ -212,7 +220,7 @@ def run_create(
             )
         if thread.graph != graph:
             raise errors.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
-        fields = {"metadata": metadata, "webhook": webhook or ""}
+        fields = {"metadata": metadata, "webhook": webhook or "", **on_assistant}
         if config is not None or context is not None or base_config or base_context:
             # Else the resume inherits the paused run's (as a reviewer's answer does).
             fields.update(config=run_config, context=run_context)

@@ -134,6 +134,10 @@ class Run(models.Model):
     breakpoints = models.JSONField(default=dict, blank=True)
     # "enqueue": the run waits for the runs before it on its thread (double-texting).
     multitask_strategy = models.CharField(max_length=12, blank=True)
+    # The assistant the run was started on, at the version it had then (blank: a
+    # registered graph's default assistant, which has no config of its own).
+    assistant_id = models.CharField(max_length=100, blank=True)
+    assistant_version = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -432,6 +436,12 @@ class AuditEvent(models.Model):
         THREAD_COPIED = "thread.copied"
         THREAD_STATE_UPDATED = "thread.state_updated"
         THREAD_FORKED = "thread.forked"
+        ASSISTANT_CREATED = "assistant.created"
+        ASSISTANT_UPDATED = "assistant.updated"
+        ASSISTANT_DELETED = "assistant.deleted"
+        CRON_CREATED = "cron.created"
+        CRON_FIRED = "cron.fired"
+        CRON_DELETED = "cron.deleted"
 
     id = models.BigAutoField(primary_key=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -545,6 +555,7 @@ from hitl.core.models.approvals import (  # noqa: E402
 )
 
 # Notification settings and outbox, claims and snoozes, in their own modules.
+from hitl.core.models.assistants import Assistant, AssistantVersion, Cron, CronFire  # noqa: E402
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze  # noqa: E402
 from hitl.core.models.notify import (  # noqa: E402
     GroupNotificationSettings,
@@ -558,6 +569,10 @@ from hitl.core.models.sso import SsoIdentity  # noqa: E402
 
 __all__ = [
     "ApiToken",
+    "Assistant",
+    "AssistantVersion",
+    "Cron",
+    "CronFire",
     "Approval",
     "Artifact",
     "AuditEvent",

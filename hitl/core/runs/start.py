@@ -63,6 +63,8 @@ def run_start(
     multitask_strategy: str = "reject",
     command: dict[str, Any] | None = None,
     breakpoints: dict[str, Any] | None = None,
+    assistant_id: str = "",
+    assistant_version: int | None = None,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -122,6 +124,8 @@ def run_start(
             context=run_context or {},
             command=command or {},
             breakpoints=breakpoints or {},
+            assistant_id=assistant_id,
+            assistant_version=assistant_version,
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )

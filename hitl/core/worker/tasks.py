@@ -324,7 +324,11 @@ async def _chunks(
 
 
 async def _stream_run(
-    graph: Any, config: dict[str, Any], run: Run, hold: Hold, listened: bool
+    graph: Any,
+    config: dict[str, Any],
+    run: Run,
+    hold: Hold,
+    listened: bool,
 ) -> Any:
     """Stream the run on the engine's loop: (interrupts, values), or _CANCELLED.
 
@@ -458,7 +462,7 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     hold = leases.hold(str(run.pk), worker)
     started = time.monotonic()
     try:
-        graph = registry.get(thread.graph, engine.saver())
+        graph = registry.get(thread.graph, engine.saver(), engine.store())
         # Stream events, the run's start and end included, are built and sent only while
         # someone listens (waiters hear of the end through the thread's status group).
         # API streams listen before their run exists; a page opened mid-run is noticed
