@@ -10,6 +10,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -18,6 +19,12 @@ _cache: dict[str, tuple[int, Any]] = {}
 _SETUP_LOCK_ID = 0x4C47_4350  # "LGCP": serializes checkpointer migrations across processes
 # A pooled connection handed back less than this long ago is used without a check.
 CHECK_AFTER_IDLE_SECONDS = 1.0
+# How long the async saver retries a write that met a dropped session (see _aretry).
+WRITE_RETRY_SECONDS = 5.0
+# After a dropped session, every connection is checked before use for this long: the
+# server dropped its neighbours too (a failover, pg_terminate_backend).
+SUSPECT_SECONDS = 10.0
+_suspect_until = 0.0
 
 
 def mark_returned(conn: Any) -> None:
@@ -48,12 +55,44 @@ async def amark_returned(conn: Any) -> None:
 
 
 async def acheck_if_idle(conn: Any) -> None:
-    """check_if_idle for the async pool."""
+    """check_if_idle for the async pool; every connection is checked for a while after
+    a write met a dropped session."""
     from psycopg_pool import AsyncConnectionPool
 
     returned = getattr(conn, "_hitl_returned", None)
-    if returned is None or time.monotonic() - returned >= CHECK_AFTER_IDLE_SECONDS:
+    if (
+        returned is None
+        or time.monotonic() - returned >= CHECK_AFTER_IDLE_SECONDS
+        or time.monotonic() < _suspect_until
+    ):
         await AsyncConnectionPool.check_connection(conn)
+
+
+async def _aretry(write: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a checkpoint write, again on another connection if its session was dropped.
+
+    The saver's writes are upserts, safe to repeat. A step's writes that fail are
+    otherwise lost with its run's attempt, and the redelivered run runs the finished
+    node again (its side effect twice); where the database is back at once, the
+    write goes through instead. Past WRITE_RETRY_SECONDS the error stands (a
+    transient fault: the run goes back to the queue).
+    """
+    import asyncio
+
+    import psycopg
+
+    global _suspect_until
+    deadline = time.monotonic() + WRITE_RETRY_SECONDS
+    pause = 0.05
+    while True:
+        try:
+            return await write()
+        except psycopg.OperationalError:
+            if time.monotonic() + pause > deadline:
+                raise
+            _suspect_until = time.monotonic() + SUSPECT_SECONDS
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
 
 def _pg_conninfo(url: str) -> str:
@@ -130,7 +169,8 @@ def _ordered_async_postgres_saver() -> type:
 
     class OrderedAsyncPostgresSaver(AsyncPostgresSaver):
         """AsyncPostgresSaver whose task writes reach the database before the checkpoint
-        that follows them, as with the sync saver.
+        that follows them, as with the sync saver, and whose writes are retried on
+        another connection when their session was dropped (_aretry).
 
         The stock `aput_writes` serializes on a thread before taking the saver's lock,
         so the step's checkpoint, submitted after it, gets there first: a worker killed
@@ -138,7 +178,14 @@ def _ordered_async_postgres_saver() -> type:
         again). Serialized inline, the writes take the lock first.
         """
 
+        async def aput(self, config, checkpoint, metadata, new_versions):
+            put = super().aput
+            return await _aretry(lambda: put(config, checkpoint, metadata, new_versions))
+
         async def aput_writes(self, config, writes, task_id, task_path=""):
+            await _aretry(lambda: self._aput_writes(config, writes, task_id, task_path))
+
+        async def _aput_writes(self, config, writes, task_id, task_path):
             query = (
                 self.UPSERT_CHECKPOINT_WRITES_SQL
                 if all(w[0] in WRITES_IDX_MAP for w in writes)

@@ -8,16 +8,17 @@ from a script, so the demo and the tests run with no network and no API key.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -135,6 +136,18 @@ class ScriptedChatModel(BaseChatModel):
             time.sleep(self.delay)  # a slow model, on purpose
         return ChatResult(generations=[ChatGeneration(message=self._reply(messages, tools))])
 
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.delay:
+            await asyncio.sleep(self.delay)  # awaited, as an async model SDK waits
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, tools))])
+
     def _stream(
         self,
         messages: list[BaseMessage],
@@ -145,12 +158,33 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         """Only with a delay (`disable_streaming` otherwise): the reply's text arrives a
         word at a time over the delay, like a real model's tokens, then its tool calls."""
-        message = self._reply(messages, tools)
+        chunks = self._chunks(self._reply(messages, tools))
+        for pause, chunk in chunks:
+            time.sleep(pause)
+            yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """_stream, awaiting between tokens instead of blocking a thread."""
+        for pause, chunk in self._chunks(self._reply(messages, tools)):
+            await asyncio.sleep(pause)
+            yield chunk
+
+    def _chunks(self, message: AIMessage) -> list[tuple[float, ChatGenerationChunk]]:
+        """The reply as (pause before it, chunk): its words spread over the delay, then
+        its tool calls whole."""
         words = re.findall(r"\S+\s*", message.text) or [""]
-        for word in words:
-            time.sleep(self.delay / len(words))
-            yield ChatGenerationChunk(message=AIMessageChunk(content=word))
-        yield ChatGenerationChunk(
+        out = [
+            (self.delay / len(words), ChatGenerationChunk(message=AIMessageChunk(content=word)))
+            for word in words
+        ]
+        tool_calls = ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
                 tool_call_chunks=[
@@ -160,6 +194,7 @@ class ScriptedChatModel(BaseChatModel):
                 response_metadata=message.response_metadata,
             )
         )
+        return [*out, (0.0, tool_calls)]
 
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]] | None) -> AIMessage:
         names = [spec.get("function", spec).get("name", "") for spec in tools or []]

@@ -11,6 +11,7 @@ The agent node calls the model; each tool call goes to the ToolNode as its own t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,12 +26,13 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from pydantic import BaseModel
 
 from agents.paths import FileAccessError, files_from_config
-from agents.state import AgentState
+from agents.state import AgentState, input_schema_of
 from agents.tools import BUILTIN_TOOLS, approval_tool_node, make_finish_tool, make_route_tool
 from agents.tools.files import transient_image_message
 
@@ -116,7 +118,7 @@ def build_react_agent(
             return {"final_result": None}
         return {}
 
-    def call_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def model_input(state: dict[str, Any], config: RunnableConfig) -> list[BaseMessage]:
         history = _messages(state)
         messages = _messages(state, "llm_input_messages") or history
         model_input = _with_prompt(prompt, state, messages)
@@ -127,7 +129,9 @@ def build_react_agent(
         if image is not None:
             # Sent with this call only; never returned as an update, never checkpointed.
             model_input = [*model_input, image]
-        response = bound_model.invoke(model_input, config)
+        return model_input
+
+    def model_output(state: dict[str, Any], response: BaseMessage) -> dict[str, Any]:
         remaining = state.get("remaining_steps")
         if (
             isinstance(response, AIMessage)
@@ -140,6 +144,21 @@ def build_react_agent(
                 content="I ran out of steps before finishing; start a new run to continue.",
             )
         return {"messages": [response]}
+
+    def call_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return model_output(state, bound_model.invoke(model_input(state, config), config))
+
+    async def acall_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        # What the worker runs (astream): the call is awaited on the run engine's loop,
+        # and a streaming model's tokens reach the `messages` mode as they come.
+        last = (_messages(state) or [None])[-1]
+        if isinstance(last, ToolMessage) and last.name == "view_image":
+            # Reading the image from the thread's files blocks: not on the loop.
+            messages = await asyncio.to_thread(model_input, state, config)
+        else:
+            messages = model_input(state, config)
+        response = await bound_model.ainvoke(messages, config)
+        return model_output(state, response)
 
     def tool_sends(calls: list[dict[str, Any]]) -> list[Send]:
         # One task per call: parallel calls that pause get one interrupt each, and only
@@ -184,10 +203,14 @@ def build_react_agent(
     class ModelInput(state_schema):  # type: ignore[misc, valid-type]
         llm_input_messages: list[AnyMessage]
 
-    graph = StateGraph(state_schema)
+    graph = StateGraph(state_schema, input_schema=input_schema_of(state_schema))
     graph.add_node("intake", intake)
     graph.add_node(
-        "agent", call_model, input_schema=ModelInput if pre_model_hook is not None else state_schema
+        "agent",
+        # Both ways, as create_react_agent does: `invoke`/`stream` call the model with
+        # `invoke`, `ainvoke`/`astream` await it.
+        RunnableCallable(call_model, acall_model),
+        input_schema=ModelInput if pre_model_hook is not None else state_schema,
     )
     graph.add_node("tools", tool_node)
     graph.add_edge(START, "intake")

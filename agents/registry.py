@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import re
 from typing import Any
 
 from langgraph.graph import StateGraph
@@ -23,18 +26,65 @@ def import_target(target: str) -> Any:
     return obj
 
 
-def with_checkpointer(obj: Any, checkpointer: Any) -> Pregel:
-    """Return a compiled graph bound to the given checkpointer.
+def _first_paragraph(text: str | None) -> str:
+    paragraph = (text or "").strip().split("\n\n", 1)[0]
+    return re.sub(r"\s+", " ", paragraph)
+
+
+def _attribute_docstring(module: Any, attr: str) -> str:
+    """The string literal right after `attr = ...` at module level (as Sphinx reads it)."""
+    try:
+        body = ast.parse(inspect.getsource(module)).body
+    except (OSError, TypeError, SyntaxError):
+        return ""
+    for node, after in zip(body, body[1:], strict=False):
+        if not isinstance(node, ast.Assign | ast.AnnAssign):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                return str(after.value.value) if isinstance(after.value.value, str) else ""
+            return ""
+    return ""
+
+
+def describe(target: str) -> str:
+    """What a registered graph does, in one paragraph, from its docstring.
+
+    The docstring of a factory function; for a graph object, the string literal after its
+    assignment (`graph = ...` then `\"\"\"What it does.\"\"\"`); else its module's docstring.
+    """
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        obj = import_target(target)
+    except Exception:  # not importable here: nothing to say
+        return ""
+    if inspect.isfunction(obj) and obj.__doc__:
+        return _first_paragraph(obj.__doc__)
+    if "." not in attr:
+        own = _attribute_docstring(module, attr)
+        if own:
+            return _first_paragraph(own)
+    return _first_paragraph(module.__doc__)
+
+
+def with_checkpointer(obj: Any, checkpointer: Any, store: Any = None) -> Pregel:
+    """Return a compiled graph bound to the given checkpointer (and store, which its
+    nodes get as LangGraph Server gives it: `get_store()` and the `store` argument).
 
     Accepts a compiled graph, an uncompiled StateGraph, or a zero-argument factory
     returning either.
     """
     if isinstance(obj, StateGraph):
-        return obj.compile(checkpointer=checkpointer)
+        return obj.compile(checkpointer=checkpointer, store=store)
     if isinstance(obj, Pregel):
-        return obj.copy(update={"checkpointer": checkpointer})
+        update = {"checkpointer": checkpointer}
+        if store is not None:
+            update["store"] = store
+        return obj.copy(update=update)
     if callable(obj):
-        return with_checkpointer(obj(), checkpointer)
+        return with_checkpointer(obj(), checkpointer, store)
     raise TypeError(f"{obj!r} is not a LangGraph graph")
 
 
@@ -43,15 +93,16 @@ class GraphRegistry:
 
     def __init__(self, targets: dict[str, str]):
         self.targets = dict(targets)
-        self._loaded: dict[tuple[str, int], Pregel] = {}
+        self._loaded: dict[tuple[str, int, int], Pregel] = {}
 
     def names(self) -> list[str]:
         return sorted(self.targets)
 
-    def get(self, name: str, checkpointer: Any) -> Pregel:
+    def get(self, name: str, checkpointer: Any, store: Any = None) -> Pregel:
         if name not in self.targets:
             raise UnknownGraph(f"Unknown graph {name!r}; registered: {', '.join(self.names())}.")
-        key = (name, id(checkpointer))
+        key = (name, id(checkpointer), id(store))
         if key not in self._loaded:
-            self._loaded[key] = with_checkpointer(import_target(self.targets[name]), checkpointer)
+            target = import_target(self.targets[name])
+            self._loaded[key] = with_checkpointer(target, checkpointer, store)
         return self._loaded[key]

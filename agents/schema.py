@@ -12,7 +12,8 @@ import typing
 from typing import Any
 
 import pydantic
-from langgraph.managed.base import is_managed_value
+
+from agents.state import is_managed
 
 # How a `messages` key is offered: LangGraph's reducer (add_messages) takes message
 # dicts ({"role": "user", "content": "..."}) and strings, whatever the declared type.
@@ -25,13 +26,6 @@ MESSAGES_SCHEMA: dict[str, Any] = {
 }
 
 
-def _managed(hint: Any) -> bool:
-    """Whether a state key is a LangGraph managed value (never part of the input)."""
-    if typing.get_origin(hint) is typing.Annotated:
-        return any(is_managed_value(meta) for meta in typing.get_args(hint)[1:])
-    return is_managed_value(hint)
-
-
 def _from_hints(state: Any) -> dict[str, Any] | None:
     """A JSON Schema built key by key from the type hints of a state class."""
     try:
@@ -41,7 +35,7 @@ def _from_hints(state: Any) -> dict[str, Any] | None:
     properties: dict[str, Any] = {}
     defs: dict[str, Any] = {}
     for key, hint in hints.items():
-        if _managed(hint):
+        if is_managed(hint):
             continue
         try:
             schema = pydantic.TypeAdapter(hint).json_schema()

@@ -66,8 +66,19 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import free_port, percentile, stop_processes, wait_port  # noqa: E402
-from bench.peers import children, clean_env, hitl_prepare, recreate_database, wait_http  # noqa: E402
+from bench.common import (  # noqa: E402
+    children,
+    free_port,
+    hitl_prepare,
+    percentile,
+    stop_processes,
+    wait_port,
+)
+from bench.peer_servers import (  # noqa: E402
+    clean_env,
+    recreate_database,
+    wait_http,
+)
 
 DB = "hitl_faults"
 ASSISTANT = "faults"

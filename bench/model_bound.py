@@ -3,7 +3,7 @@
 The cycle of bench/peers.py, driven through the real langgraph_sdk client:
 `threads.create()` -> `runs.wait(input=...)` until the graph pauses on its interrupt
 -> `runs.wait(command={"resume": [...]})` until it ends. The graph is
-bench/model_graph.py; its `plan` node takes L seconds (`--latency`, sent with the
+bench/peer_graph.py; its `plan` node takes L seconds (`--latency`, sent with the
 input) in one of three ways (`--variants`):
 
   blocking   time.sleep(L) in a sync node (a sync model SDK)
@@ -28,8 +28,8 @@ time minus L), the model calls in flight on the server (mean and peak, from the
 graph's own trace of every call), the peak RSS of the processes that run graphs
 (HITL: the Celery worker with its children; a peer: its server), server CPU per
 cycle (every server process and the Postgres backends of its database) and errors.
-A variant a target cannot run (HITL's worker runs graphs with the sync `stream`, so
-an async node fails) is reported as an error row after one smoke cycle.
+A variant a target cannot run is reported as an error row after one smoke cycle.
+`--rounds N` measures every row N times, interleaved (every target in turn per round).
 
     .venv/bin/python bench/model_bound.py --clients 32 --latency 1 --cycles 64 --targets hitl
     .venv/bin/python bench/model_bound.py                      # everything (long)
@@ -49,10 +49,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -62,26 +60,31 @@ from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-PY = str(BIN / "python")
-GRAPH_FILE = ROOT / "bench" / "model_graph.py"
+GRAPH_FILE = ROOT / "bench" / "peer_graph.py"
 sys.path.insert(0, str(ROOT))
 
-from bench.common import free_port, percentile  # noqa: E402
-from bench.peers import (  # noqa: E402
-    CACHE,
+from bench.common import (  # noqa: E402
+    BIN,
     CpuSampler,
     System,
     children,
-    clean_env,
-    ensure_venv,
+    free_port,
     hitl_prepare,
+    install_aegra,
+    install_langgraph_dev,
+    percentile,
+    start_aegra,
+    start_langgraph_dev,
+)
+from bench.peer_servers import (  # noqa: E402
+    CACHE,
+    clean_env,
     log,
     recreate_database,
-    venv_versions,
     wait_http,
 )
 
+PY = str(BIN / "python")
 VARIANTS = ("blocking", "awaited", "streaming")
 TARGETS = (
     "hitl",
@@ -193,59 +196,24 @@ class Target(System):
 
 class LanggraphDevTarget(Target):
     def install(self) -> None:
-        self.venv = ensure_venv(
-            "langgraph-dev",
-            [self.args.langgraph_cli_spec, f"langgraph=={version('langgraph')}"],
-        )
-        self.versions = venv_versions(self.venv, ["langgraph-cli", "langgraph-api", "langgraph"])
+        install_langgraph_dev(self)
 
     def start(self) -> None:
-        run_dir = CACHE / f"{self.name}-model-run"
-        shutil.rmtree(run_dir, ignore_errors=True)
-        run_dir.mkdir(parents=True)
-        config = {"dependencies": ["."], "graphs": GRAPHS}
-        (run_dir / "langgraph.json").write_text(json.dumps(config, indent=2))
-        port = free_port()
         jobs = self.concurrency() if self.raised else 10
-        env = clean_env(
-            LANGSMITH_TRACING="false",
-            LANGCHAIN_TRACING_V2="false",
-            LANGGRAPH_CLI_NO_ANALYTICS="1",
-            PYTHONUNBUFFERED="1",
+        start_langgraph_dev(
+            self,
+            GRAPHS,
+            run_dir=CACHE / f"{self.name}-model-run",
+            jobs=jobs,
+            logname=f"{self.name}.log",
             **self.graph_env(),
         )
-        proc, logfile = self.spawn(
-            [
-                str(self.venv / "bin" / "langgraph"),
-                "dev",
-                "--no-browser",
-                "--no-reload",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--n-jobs-per-worker",
-                str(jobs),
-                "--config",
-                str(run_dir / "langgraph.json"),
-                "--server-log-level",
-                "WARNING",
-            ],
-            cwd=run_dir,
-            env=env,
-            logname=f"{self.name}.log",
-        )
         self.label = f"langgraph dev, {jobs} jobs per worker"
-        self.base_url = f"http://127.0.0.1:{port}"
-        wait_http(f"{self.base_url}/ok", proc, 120, logfile)
 
 
 class AegraTarget(Target):
     def install(self) -> None:
-        self.venv = ensure_venv(
-            "aegra", [self.args.aegra_spec, "greenlet", f"langgraph=={version('langgraph')}"]
-        )
-        self.versions = venv_versions(self.venv, ["aegra-cli", "aegra-api", "langgraph"])
+        install_aegra(self)
 
     @property
     def database(self) -> str:
@@ -259,10 +227,6 @@ class AegraTarget(Target):
         recreate_database(self.args.pg, self.database)
 
     def start(self) -> None:
-        run_dir = CACHE / f"{self.name}-model-run"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "aegra.json").write_text(json.dumps({"graphs": GRAPHS}, indent=2))
-        port = free_port()
         extra = dict(self.graph_env())
         if self.raised:
             # Aegra runs every run as a task on its event loop (no cap of its own); what
@@ -272,32 +236,14 @@ class AegraTarget(Target):
                 SQLALCHEMY_POOL_SIZE=str(max(2, jobs // 4)),
                 LANGGRAPH_MAX_POOL_SIZE=str(max(6, jobs // 2)),
             )
-        env = clean_env(
-            DATABASE_URL=f"{self.args.pg}/{self.database}",
-            AUTH_TYPE="noop",
-            LOG_LEVEL="WARNING",
-            OTEL_TARGETS="",
-            OTEL_SDK_DISABLED="true",
-            PYTHONUNBUFFERED="1",
+        start_aegra(
+            self,
+            GRAPHS,
+            run_dir=CACHE / f"{self.name}-model-run",
+            database=self.database,
+            logname=f"{self.name}.log",
             **extra,
         )
-        proc, logfile = self.spawn(
-            [
-                str(self.venv / "bin" / "aegra"),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--config",
-                str(run_dir / "aegra.json"),
-            ],
-            cwd=run_dir,
-            env=env,
-            logname=f"{self.name}.log",
-        )
-        self.base_url = f"http://127.0.0.1:{port}"
-        wait_http(f"{self.base_url}/health", proc, 120, logfile)
 
     def cpu_roots(self) -> dict[str, int]:
         return {"aegra cli": self.procs[0].pid}
@@ -319,7 +265,7 @@ class HitlTarget(Target):
     def env(self, app: str = "") -> dict[str, str]:
         env = clean_env(
             HITL_VAR_DIR=str(self.workdir / "var"),
-            HITL_EXTRA_GRAPHS=",".join(f"{v}=bench.model_graph:{v}" for v in VARIANTS),
+            HITL_EXTRA_GRAPHS=",".join(f"{v}=bench.peer_graph:{v}" for v in VARIANTS),
             LOG_LEVEL="WARNING",
             DJANGO_SETTINGS_MODULE="hitl.settings",
             PYTHONUNBUFFERED="1",
@@ -675,6 +621,9 @@ def main() -> None:
     parser.add_argument(
         "--cycles", type=int, default=0, help="cycles per row (default: 2 x clients)"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure every row this often, interleaved"
+    )
     parser.add_argument("--waits", type=int, default=0, help="open N waits against HITL instead")
     parser.add_argument("--wait-latency", type=float, default=0.05)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
@@ -717,19 +666,23 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - reported, the others go on
                 log(f"{target.name} FAILED to start: {exc}")
                 target.stop()
-        for latency in latencies:
-            for clients in args.clients:
-                cycles = args.cycles or 2 * clients
-                for variant in variants:
-                    for target in live:
-                        r = measure(target, variant, latency, clients, cycles)
-                        rows.append(((target.name, variant, latency, clients), r))
-                        rate = r["done"] / r["elapsed"] if r["elapsed"] else 0.0
-                        log(
-                            f"{target.name} {variant} L={latency:g} c={clients}: {r['done']} "
-                            f"cycles, {rate:.2f}/s, errors {r['errors']}"
-                            + (f" ({r['first_error'][:160]})" if r["first_error"] else "")
-                        )
+        # Interleaved (A, B, A, B): per round every target in turn, so the noise of a
+        # busy machine hits all alike.
+        for n in range(args.rounds):
+            for latency in latencies:
+                for clients in args.clients:
+                    cycles = args.cycles or 2 * clients
+                    for variant in variants:
+                        for target in live:
+                            r = measure(target, variant, latency, clients, cycles)
+                            rows.append(((target.name, variant, latency, clients), r))
+                            rate = r["done"] / r["elapsed"] if r["elapsed"] else 0.0
+                            log(
+                                f"round {n + 1}: {target.name} {variant} L={latency:g} "
+                                f"c={clients}: {r['done']} "
+                                f"cycles, {rate:.2f}/s, errors {r['errors']}"
+                                + (f" ({r['first_error'][:160]})" if r["first_error"] else "")
+                            )
     finally:
         for target in targets:
             with contextlib.suppress(Exception):

@@ -35,34 +35,42 @@ import argparse
 import asyncio
 import contextlib
 import glob
-import json
 import os
 import re
 import resource
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-CACHE = ROOT / "bench" / ".peers"
 GRAPH_FILE = ROOT / "bench" / "peer_graph.py"
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    BIN,
+    CpuSampler,
     Stack,
+    System,
     free_port,
+    hitl_env,
+    hitl_prepare,
+    install_aegra,
+    install_langgraph_dev,
     percentile,
+    pg_sessions,
     run_cycles,
-    stop_processes,
+    start_aegra,
+    start_langgraph_dev,
+)
+from bench.peer_servers import (  # noqa: E402
+    CACHE,
+    log,
+    recreate_database,
+    wait_http,
 )
 
 SYSTEMS = ["floor", "langgraph-dev", "aegra", "hitl-prod", "hitl-embedded"]
@@ -71,256 +79,6 @@ HITL = ("hitl-prod", "hitl-embedded")
 ASSISTANT = "cycle"
 INPUT = {"request": "bench"}
 RESUME = {"resume": [{"type": "accept"}]}
-TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
-CHILD_LABELS = {"celery parent": "celery children", "aegra cli": "uvicorn (aegra)"}
-
-# Environment a peer server must not inherit: it would reach LangSmith / OTLP or
-# find another server's database or broker.
-_STRIP = re.compile(
-    r"^(DATABASE_URL|REDIS_URL|CELERY_.*|HITL_.*|DJANGO_SETTINGS_MODULE|POSTGRES_.*|"
-    r"LANGSMITH_.*|LANGCHAIN_.*|LANGGRAPH_.*|OTEL_.*|VIRTUAL_ENV|PYTHONPATH)$"
-)
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _STRIP.match(k)}
-    env.update(extra)
-    return env
-
-
-def recreate_database(base: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
-        conn.execute(f'create database "{name}"')
-
-
-def wait_http(url: str, proc: subprocess.Popen | None, timeout: float, logfile: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else ""
-            raise RuntimeError(f"server exited ({proc.returncode}) before {url} answered:\n{tail}")
-        with contextlib.suppress(Exception), urllib.request.urlopen(url, timeout=2) as answer:
-            if answer.status < 500:
-                return
-        time.sleep(0.25)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f}s (log: {logfile})")
-
-
-def venv_versions(venv: Path, packages: list[str]) -> str:
-    code = (
-        "import importlib.metadata as m\n"
-        f"print(', '.join(p + ' ' + m.version(p) for p in {packages!r}))"
-    )
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip()
-
-
-def ensure_venv(name: str, requirements: list[str]) -> Path:
-    """A venv under bench/.peers/<name> holding `requirements`; installed once."""
-    venv = CACHE / name
-    marker = venv / ".bench-installed"
-    wanted = "\n".join(requirements)
-    if marker.exists() and marker.read_text() == wanted:
-        return venv
-    log(f"installing {' '.join(requirements)} into {venv.relative_to(ROOT)} (first use)")
-    if not (venv / "bin" / "pip").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    out = CACHE / f"{name}.install.log"
-    with out.open("wb") as fh:
-        done = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", *requirements],
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
-    if done.returncode:
-        raise RuntimeError(f"pip install failed for {name}; see {out}")
-    marker.write_text(wanted)
-    return venv
-
-
-# --- per-process CPU ------------------------------------------------------------------
-
-
-def proc_stat(pid: int) -> tuple[int, int] | None:
-    """(utime + stime, starttime) in clock ticks, or None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return int(fields[11]) + int(fields[12]), int(fields[19])
-
-
-def children(pid: int) -> list[int]:
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                found += [int(p) for p in fh.read().split()]
-    return found
-
-
-def boot_ticks_now() -> float:
-    with open("/proc/uptime") as fh:
-        return float(fh.read().split()[0]) * 1000 / TICK_MS
-
-
-class CpuSampler:
-    """Server CPU over a measurement, per process category.
-
-    Categories come from the system's process roots (each root and its descendants)
-    and the Postgres backends of its databases, polled from pg_stat_activity. Each
-    pid counts from its value at the start (or from 0 if it started during the
-    measurement) to the last value seen; a backend that exits between two polls
-    loses only its last < interval of CPU.
-    """
-
-    def __init__(self, roots: dict[str, int], databases: list[str], pg_base: str, interval=0.25):
-        self.roots, self.databases, self.pg_base, self.interval = (
-            roots,
-            databases,
-            pg_base,
-            interval,
-        )
-        self.first: dict[int, int] = {}
-        self.last: dict[int, int] = {}
-        self.category: dict[int, str] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._conn = None
-
-    def _pids(self) -> dict[int, str]:
-        pids: dict[int, str] = {}
-        for label, root in self.roots.items():
-            pids[root] = label
-            stack = [root]
-            while stack:
-                for child in children(stack.pop()):
-                    pids[child] = CHILD_LABELS.get(label, f"{label} children")
-                    stack.append(child)
-        if self._conn is not None and self.databases:
-            rows = self._conn.execute(
-                "select pid from pg_stat_activity where datname = any(%s)", (self.databases,)
-            ).fetchall()
-            for (pid,) in rows:
-                pids[pid] = "postgres backends"
-        return pids
-
-    def _sample(self, initial: bool) -> None:
-        for pid, label in self._pids().items():
-            stat = proc_stat(pid)
-            if stat is None:
-                continue
-            used, started = stat
-            if pid not in self.first:
-                # Present at the start: count from there; born during the run: all of it.
-                self.first[pid] = 0 if not initial and started >= self.t0_ticks else used
-                self.category[pid] = label
-            self.last[pid] = used
-
-    def __enter__(self):
-        import psycopg
-
-        if self.databases:
-            self._conn = psycopg.connect(f"{self.pg_base}/postgres", autocommit=True)
-        self.t0_ticks = boot_ticks_now()
-        self._sample(initial=True)
-
-        def loop():
-            while not self._stop.wait(self.interval):
-                self._sample(initial=False)
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join()
-        self._sample(initial=False)
-        if self._conn is not None:
-            self._conn.close()
-
-    def ms_by_category(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for pid, first in self.first.items():
-            label = self.category[pid]
-            out[label] = out.get(label, 0.0) + (self.last[pid] - first) * TICK_MS
-        return out
-
-
-def pg_sessions(pg_base: str, databases: list[str]) -> int:
-    import psycopg
-
-    if not databases:
-        return 0
-    with psycopg.connect(f"{pg_base}/postgres", autocommit=True) as conn:
-        conn.execute("select pg_stat_clear_snapshot()")
-        row = conn.execute(
-            "select coalesce(sum(sessions), 0) from pg_stat_database where datname = any(%s)",
-            (databases,),
-        ).fetchone()
-    return int(row[0])
-
-
-# --- systems --------------------------------------------------------------------------
-
-
-class System:
-    name = ""
-    label = ""
-    versions = ""
-    databases: list[str] = []
-    base_url = ""
-    api_key: str | None = None
-
-    def __init__(self, args):
-        self.args = args
-        self.procs: list[subprocess.Popen] = []
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"peers-{self.name}-"))
-
-    def install(self) -> None:
-        pass
-
-    def prepare(self) -> None:
-        pass
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        stop_processes(self.procs)
-        self.procs = []
-
-    def cleanup(self) -> None:
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def cpu_roots(self) -> dict[str, int]:
-        return {self.name: self.procs[0].pid}
-
-    def spawn(self, command: list[str], *, cwd: Path, env: dict[str, str], logname: str):
-        logfile = self.workdir / logname
-        out = logfile.open("ab")
-        proc = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.procs.append(proc)
-        return proc, logfile
 
 
 class Floor(System):
@@ -363,48 +121,11 @@ class LanggraphDev(System):
     label = "langgraph dev (inmem runtime)"
 
     def install(self) -> None:
-        self.venv = ensure_venv(
-            "langgraph-dev",
-            [self.args.langgraph_cli_spec, f"langgraph=={version('langgraph')}"],
-        )
-        self.versions = venv_versions(
-            self.venv, ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph"]
-        )
+        install_langgraph_dev(self)
 
     def start(self) -> None:
-        run_dir = CACHE / "langgraph-dev-run"
-        shutil.rmtree(run_dir, ignore_errors=True)  # no state from an earlier run
-        run_dir.mkdir(parents=True)
-        config = {"dependencies": ["."], "graphs": {ASSISTANT: f"{GRAPH_FILE}:graph"}}
-        (run_dir / "langgraph.json").write_text(json.dumps(config, indent=2))
-        port = free_port()
-        env = clean_env(
-            LANGSMITH_TRACING="false",
-            LANGCHAIN_TRACING_V2="false",
-            LANGGRAPH_CLI_NO_ANALYTICS="1",
-            PYTHONUNBUFFERED="1",
-        )
-        proc, logfile = self.spawn(
-            [
-                str(self.venv / "bin" / "langgraph"),
-                "dev",
-                "--no-browser",
-                "--no-reload",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--config",
-                str(run_dir / "langgraph.json"),
-                "--server-log-level",
-                "WARNING",
-            ],
-            cwd=run_dir,
-            env=env,
-            logname="langgraph-dev.log",
-        )
-        self.base_url = f"http://127.0.0.1:{port}"
-        wait_http(f"{self.base_url}/ok", proc, 120, logfile)
+        graphs = {ASSISTANT: f"{GRAPH_FILE}:graph"}
+        start_langgraph_dev(self, graphs, run_dir=CACHE / "langgraph-dev-run")
 
 
 class Aegra(System):
@@ -413,80 +134,20 @@ class Aegra(System):
     databases = ["aegra_bench"]
 
     def install(self) -> None:
-        self.venv = ensure_venv(
-            # SQLAlchemy 2.1's asyncio extension needs greenlet, which aegra-cli does
-            # not pull in.
-            "aegra",
-            [self.args.aegra_spec, "greenlet", f"langgraph=={version('langgraph')}"],
-        )
-        self.versions = venv_versions(
-            self.venv, ["aegra-cli", "aegra-api", "langgraph", "langgraph-checkpoint-postgres"]
-        )
+        install_aegra(self)
 
     def prepare(self) -> None:
         recreate_database(self.args.pg, "aegra_bench")
 
     def start(self) -> None:
-        run_dir = CACHE / "aegra-run"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "aegra.json").write_text(
-            json.dumps({"graphs": {ASSISTANT: f"{GRAPH_FILE}:graph"}}, indent=2)
-        )
-        port = free_port()
-        env = clean_env(
-            DATABASE_URL=f"{self.args.pg}/aegra_bench",
-            AUTH_TYPE="noop",
-            LOG_LEVEL="WARNING",
-            OTEL_TARGETS="",
-            OTEL_SDK_DISABLED="true",
-            PYTHONUNBUFFERED="1",
-        )
-        proc, logfile = self.spawn(
-            [
-                str(self.venv / "bin" / "aegra"),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--config",
-                str(run_dir / "aegra.json"),
-            ],
-            cwd=run_dir,
-            env=env,
-            logname="aegra.log",
-        )
-        self.base_url = f"http://127.0.0.1:{port}"
-        wait_http(f"{self.base_url}/health", proc, 120, logfile)
+        graphs = {ASSISTANT: f"{GRAPH_FILE}:graph"}
+        start_aegra(self, graphs, run_dir=CACHE / "aegra-run", database="aegra_bench")
 
     def cpu_roots(self) -> dict[str, int]:
         return {"aegra cli": self.procs[0].pid}  # `aegra serve` runs uvicorn as its child
 
 
-def hitl_env(var_dir: Path, **extra: str) -> dict[str, str]:
-    env = clean_env(
-        HITL_VAR_DIR=str(var_dir),
-        HITL_EXTRA_GRAPHS=f"{ASSISTANT}=bench.peer_graph:graph",
-        LOG_LEVEL="WARNING",
-        DJANGO_SETTINGS_MODULE="hitl.settings",
-        PYTHONUNBUFFERED="1",
-    )
-    env.update(extra)
-    return env
-
-
-def hitl_prepare(env: dict[str, str], token_file: Path) -> str:
-    """Migrate, then create the bench user and an API token (as bench/cycles.py does)."""
-    python = str(BIN / "python")
-    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    subprocess.run(
-        [python, "manage.py", "demo_setup", "--username", "bench", "--token-file", str(token_file)],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return token_file.read_text().strip()
+HITL_GRAPHS = f"{ASSISTANT}=bench.peer_graph:graph"
 
 
 class HitlProd(System):
@@ -497,6 +158,7 @@ class HitlProd(System):
     def env(self) -> dict[str, str]:
         return hitl_env(
             self.workdir / "var",
+            HITL_GRAPHS,
             DATABASE_URL=f"{self.args.pg}/hitl_peers",
             REDIS_URL=self.args.redis,
             HITL_EXECUTOR="celery",
@@ -534,7 +196,7 @@ class HitlEmbedded(System):
     label = "HITL embedded (daphne, SQLite, in-process runs)"
 
     def env(self) -> dict[str, str]:
-        return hitl_env(self.workdir / "var")
+        return hitl_env(self.workdir / "var", HITL_GRAPHS)
 
     def prepare(self) -> None:
         self.api_key = hitl_prepare(self.env(), self.workdir / "token")

@@ -5,6 +5,7 @@ checkpointer, the in-memory channel layer and runs executed in-process.
 """
 
 import ipaddress
+import json
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -14,6 +15,28 @@ from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from hitl.env import envbool, envfloat, envint, envlist, envpairs, envstr
+
+
+def _remote_deployments(raw: str) -> list[dict]:
+    """HITL_REMOTE_DEPLOYMENTS read and checked: a JSON list of deployments (see below)."""
+    if not raw.strip():
+        return []
+    try:
+        specs = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"HITL_REMOTE_DEPLOYMENTS is not JSON: {exc}") from None
+    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
+        raise ImproperlyConfigured("HITL_REMOTE_DEPLOYMENTS must be a JSON list of objects.")
+    for spec in specs:
+        if not spec.get("name") or not spec.get("url"):
+            raise ImproperlyConfigured("Each of HITL_REMOTE_DEPLOYMENTS needs a name and a url.")
+        key_env = spec.pop("api_key_env", "")
+        if key_env:
+            spec["api_key"] = envstr(key_env)
+            if not spec["api_key"]:
+                raise ImproperlyConfigured(f"{key_env} (the key of {spec['name']}) is not set.")
+    return specs
+
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("HITL_VAR_DIR", str(BASE_DIR / "var")))
@@ -59,6 +82,8 @@ MIDDLEWARE = [
     "hitl.security.permissions_policy_middleware",
     # Cross-origin API clients (HITL_API_CORS_ORIGINS); answers preflights early.
     "hitl.api.langgraph.cors.ApiCorsMiddleware",
+    # Unrouted /langgraph paths and methods: JSON 404/405, as LangGraph Server answers.
+    "hitl.api.langgraph.unrouted.UnroutedJsonMiddleware",
     # A NUL or lone surrogate in a query string or form field: a 400 naming the field.
     "hitl.inputs.bounded_input_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -364,6 +389,7 @@ CELERY_IMPORTS = (
     "hitl.ops.webhooks",
     "hitl.ops.notifications",
     "hitl.ops.slack.updates",
+    "hitl.core.remote.tasks",
 )
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Periodic maintenance (celery beat): expire overdue interrupts, requeue runs whose
@@ -380,7 +406,14 @@ HITL_UNDO_SECONDS = envfloat("HITL_UNDO_SECONDS", 5.0)
 # Milliseconds one decision rule's condition may take on one interrupt; past that the
 # rule fails on it and the item goes to people.
 HITL_RULE_BUDGET_MS = envint("HITL_RULE_BUDGET_MS", 200)
+# How often beat looks for due crons (/langgraph crons): a tick fires this late at most.
+HITL_CRON_SWEEP_SECONDS = envfloat("HITL_CRON_SWEEP_SECONDS", 5.0)
 CELERY_BEAT_SCHEDULE = {
+    "hitl-fire-crons": {
+        "task": "hitl.maintenance.fire_crons",
+        "schedule": HITL_CRON_SWEEP_SECONDS,
+        "options": {"expires": HITL_CRON_SWEEP_SECONDS},
+    },
     "hitl-expire-interrupts": {
         "task": "hitl.maintenance.expire_interrupts",
         "schedule": HITL_EXPIRY_SWEEP_SECONDS,
@@ -390,6 +423,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "hitl.maintenance.reap_runs",
         "schedule": HITL_REAPER_SECONDS,
         "options": {"expires": HITL_REAPER_SECONDS},
+    },
+    "hitl-remote-poll": {
+        "task": "hitl.remote.poll",
+        "schedule": envfloat("HITL_REMOTE_POLL_SECONDS", 5.0),
+        "options": {"expires": envfloat("HITL_REMOTE_POLL_SECONDS", 5.0)},
     },
     "hitl-notify-sweep": {
         "task": "hitl.notify.sweep",
@@ -451,6 +489,9 @@ HITL_CHECKPOINT_URL = envstr(
     "HITL_CHECKPOINT_URL", DATABASE_URL or f"sqlite:///{VAR_DIR / 'checkpoints.sqlite3'}"
 )
 HITL_CHECKPOINT_POOL_SIZE = envint("HITL_CHECKPOINT_POOL_SIZE", 4)
+# LangGraph's long-term store (graphs' get_store(), /langgraph/store); empty: the
+# checkpointer's database (PostgresStore on its pool, or its SQLite file).
+HITL_STORE_URL = envstr("HITL_STORE_URL", "")
 # A request whose work is safe to repeat (reads, and state changes made in one
 # transaction that re-checks its preconditions) is repeated in the server for this
 # long while the database drops sessions; a longer outage is a 503 + Retry-After.
@@ -460,6 +501,9 @@ HITL_DB_RETRY_SECONDS = envfloat("HITL_DB_RETRY_SECONDS", 2.0)
 HITL_GRAPHS = {
     # The ReAct demo agent: clarification, files, approval, final result.
     "demo": "agents.graphs.demo:demo_graph",
+    # The same demo as LangChain v1 builds it: create_agent + HumanInTheLoopMiddleware,
+    # pausing in the middleware's format (action_requests / decisions).
+    "demo_v1": "agents.graphs.agent_v1:agent_v1_graph",
     "approval": "agents.graphs.examples:approval_graph",
     "parallel_approval": "agents.graphs.examples:parallel_approval_graph",
     "middleware_review": "agents.graphs.examples:middleware_graph",
@@ -485,6 +529,18 @@ HITL_WEBHOOK_SECRET = envstr("HITL_WEBHOOK_SECRET")
 HITL_WEBHOOK_MAX_ATTEMPTS = envint("HITL_WEBHOOK_MAX_ATTEMPTS", 6)
 HITL_WEBHOOK_BACKOFF_SECONDS = envfloat("HITL_WEBHOOK_BACKOFF_SECONDS", 10.0)
 HITL_WEBHOOK_TIMEOUT = envfloat("HITL_WEBHOOK_TIMEOUT", 10.0)
+# Remote deployments (LangGraph Platform, a self-hosted LangGraph Server, Aegra) whose
+# interrupts HITL reviews, besides those registered in admin. A JSON list of
+# {"name", "url", "api_key_env" (the variable holding its key), "graphs": [assistant or
+# graph ids; empty: all], "reviewer_group"}; settings win over admin edits of the same name.
+HITL_REMOTE_DEPLOYMENTS = _remote_deployments(envstr("HITL_REMOTE_DEPLOYMENTS"))
+HITL_REMOTE_POLL_SECONDS = envfloat("HITL_REMOTE_POLL_SECONDS", 5.0)
+HITL_REMOTE_TIMEOUT = envfloat("HITL_REMOTE_TIMEOUT", 10.0)
+# A resume the deployment could not take (unreachable, key refused) is retried this often.
+HITL_REMOTE_RETRY_SECONDS = envfloat("HITL_REMOTE_RETRY_SECONDS", 5.0)
+# Resume runs HITL starts on a deployment carry a webhook to HITL_PUBLIC_URL, so the
+# thread is followed as soon as the run ends (the poll stays the safety net).
+HITL_REMOTE_WEBHOOKS = envbool("HITL_REMOTE_WEBHOOKS", True)
 # LangGraph-compatible API and AG-UI endpoint: the longest a request waits for a run.
 HITL_API_WAIT_SECONDS = envfloat("HITL_API_WAIT_SECONDS", 300.0)
 # Browser origins allowed to call /langgraph/ and /agui/ (e.g. a hosted Agent Inbox).

@@ -4,7 +4,7 @@ from django.urls import path
 from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
-from hitl.ops import thread_actions
+from hitl.ops import remote_views, thread_actions
 from hitl.ops import views as ops
 from hitl.ops.slack import views as slack_views
 from hitl.review import (
@@ -38,10 +38,16 @@ urlpatterns = [
     path("threads/<uuid:thread_id>/rerun/", run_actions.thread_rerun, name="thread-rerun"),
     path("threads/<uuid:thread_id>/retry/", thread_actions.thread_retry, name="thread-retry"),
     path("threads/<uuid:thread_id>/fork/", timetravel.thread_fork, name="thread-fork"),
+    path("threads/<uuid:thread_id>/history/", timetravel.thread_history, name="thread-history"),
     path(
         "threads/<uuid:thread_id>/files/<uuid:artifact_id>/",
         views.artifact_download,
         name="artifact",
+    ),
+    path(
+        "remote/<slug:name>/webhook/<str:token>/",
+        remote_views.remote_webhook,
+        name="remote-webhook",
     ),
     path("interrupts/next/", views.interrupt_next, name="interrupt-next"),
     path("interrupts/bulk/", bulk_views.interrupt_bulk, name="interrupt-bulk"),

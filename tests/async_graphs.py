@@ -34,6 +34,7 @@ TARGETS = {
     "mcp_agent": "tests.async_graphs:mcp_agent",
     "mixed_nodes": "tests.async_graphs:mixed_graph",
     "async_tool_agent": "tests.async_graphs:async_tool_agent",
+    "sync_gated": "tests.async_graphs:sync_gated_graph",
 }
 ASYNC_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -137,6 +138,28 @@ def _sync_act(state: GatedState) -> dict[str, Any]:
     if (state.get("decision") or {}).get("type") in ("accept", "edit"):
         log(state.get("dir"), "published.log")
     return {}
+
+
+def _sync_plan(state: GatedState) -> dict[str, Any]:
+    """A sync node that blocks its thread until its gate opens: a sync model SDK's call."""
+    log(state.get("dir"), "plan.log")
+    folder = Path(state["dir"])
+    (folder / f"at-model-{os.getpid()}").touch()
+    deadline = time.monotonic() + 120
+    while not (folder / "open-model").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"plan": "a blocking plan"}
+
+
+sync_gated_graph = (
+    StateGraph(GatedState)
+    .add_node("plan", _sync_plan)
+    .add_node("approve", _approve)
+    .add_edge(START, "plan")
+    .add_edge("plan", "approve")
+    .add_edge("approve", END)
+    .compile()
+)
 
 
 mixed_graph = (

@@ -185,9 +185,10 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
         # Set up its tables now, outside any test's transaction: their CREATE INDEX
         # CONCURRENTLY waits for every transaction holding a snapshot, and a test's own
         # transaction would then wait for the setup it started.
-        from hitl.core.runs.graphs import checkpointer
+        from hitl.core.runs.graphs import checkpointer, store
 
         checkpointer()
+        store()  # the same for the store's tables
     else:
         settings.HITL_CHECKPOINT_URL = (
             f"sqlite:///{tmp_path_factory.mktemp('cp') / 'checkpoints.sqlite3'}"
@@ -479,3 +480,13 @@ def asgi_server(test_database_url, tmp_path, transactional_db) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:  # also when it never listened: no daphne outlives its test
         proc.stop()
+
+
+def store_clear() -> None:
+    """Empty LangGraph's store (its tables are not Django's: a flush leaves them)."""
+    from hitl.core.runs.graphs import store
+
+    kept = store()
+    for namespace in kept.list_namespaces(limit=10_000):
+        for item in kept.search(namespace, limit=10_000):
+            kept.delete(item.namespace, item.key)

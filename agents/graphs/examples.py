@@ -78,6 +78,8 @@ approval_graph = (
     .add_edge("finish", END)
     .compile()
 )
+"""Asks a reviewer to approve one email (accept, edit its args, answer or ignore), then
+reports whether it was sent."""
 
 
 class ParallelState(TypedDict, total=False):
@@ -132,6 +134,7 @@ parallel_approval_graph = (
     .add_edge("delete_file", END)
     .compile()
 )
+"""Fans out one deletion per file, each paused for its own approval in parallel."""
 
 
 class MiddlewareState(TypedDict, total=False):
@@ -173,6 +176,7 @@ middleware_graph = (
     .add_edge("review", END)
     .compile()
 )
+"""Two tool calls reviewed together, as LangChain's HumanInTheLoopMiddleware asks."""
 
 
 class RawState(TypedDict, total=False):
@@ -186,3 +190,4 @@ def _ask(state: RawState) -> dict[str, Any]:
 raw_graph = (
     StateGraph(RawState).add_node("ask", _ask).add_edge(START, "ask").add_edge("ask", END).compile()
 )
+"""Asks a bare question (a plain string interrupt) and keeps the answer."""

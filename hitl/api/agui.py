@@ -21,6 +21,7 @@ from typing import Any
 
 from ag_ui.core import (
     Event,
+    EventType,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
@@ -41,6 +42,7 @@ from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import state as lg_state
 from hitl.api.langgraph.api import AUTH
+from hitl.api.sse import sse_response
 from hitl.core import errors
 from hitl.core.access.permissions import user_can_view_thread
 from hitl.core.decisions import resume as decision_resume
@@ -292,14 +294,14 @@ async def _events(sub: ThreadSubscription, run: Run, body: RunAgentInput, timeou
         await sub.close()
 
 
-SSE_RESPONSE = {
-    "responses": {
-        "200": {
-            "description": "Server-sent AG-UI events: RUN_STARTED … RUN_FINISHED or RUN_ERROR.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        }
-    }
-}
+SSE_RESPONSE = sse_response(
+    "Server-sent AG-UI events: RUN_STARTED … RUN_FINISHED or RUN_ERROR.",
+    {
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"enum": [kind.value for kind in EventType]}},
+    },
+)
 
 
 @api.get("/", response={200: list[dict], 401: Error}, tags=["ag-ui"])

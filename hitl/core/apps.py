@@ -16,7 +16,9 @@ class CoreConfig(AppConfig):
         from hitl.core.access import confcache
         from hitl.core.db.audit_guard import install_sqlite_function
         from hitl.core.decisions import interrupt_release
+        from hitl.core.remote.deliver import resume_deliver
         from hitl.core.runs import dispatch
+        from hitl.core.worker import tasks
         from hitl.core.worker.tasks import execute_run
 
         # SQLite's audit triggers ask this function whether maintenance may delete rows.
@@ -30,3 +32,6 @@ class CoreConfig(AppConfig):
 
         # Runs executed in this process (the embedded default) go to the worker's engine.
         dispatch.use_local(run=execute_run, release=interrupt_release)
+
+        # Resume runs of threads mirrored from another deployment are delivered there.
+        tasks.use_remote(deliver=resume_deliver)

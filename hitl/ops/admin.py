@@ -483,5 +483,6 @@ def _report(model_admin, request, done: int, one: str, many: str, failed: list[s
         model_admin.message_user(request, f"… and {len(failed) - 20} more.", messages.WARNING)
 
 
-# Decision rules have their own module (kept small); importing it registers them.
-from hitl.ops import rules_admin  # noqa: E402, F401
+# Decision rules and remote deployments have their own modules (kept small); importing
+# them registers them.
+from hitl.ops import remote_admin, rules_admin  # noqa: E402, F401

@@ -19,4 +19,4 @@ class OpsConfig(AppConfig):
         events.subscribe(events.INTERRUPT_PENDING, notifications.on_interrupt_pending)
         # Slack messages listing an item show its decision, whoever made it and where.
         events.subscribe(events.INTERRUPT_CHANGED, slack_updates.on_interrupt_changed)
-        from hitl.ops import notify_admin  # noqa: F401 (registers the notification admin)
+        from hitl.ops import assistants_admin, notify_admin  # noqa: F401 (register admins)

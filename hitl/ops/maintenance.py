@@ -27,6 +27,8 @@ from hitl.core import decisions
 from hitl.core.errors import ServiceError, is_transient
 from hitl.core.live import redis as live_redis
 from hitl.core.models import HumanInterrupt, Run
+from hitl.core.remote.mirror import deployments_poll
+from hitl.core.runs.crons import crons_fire
 from hitl.ops import services as ops_services
 from hitl.ops.notifications import notify_sweep
 
@@ -145,6 +147,18 @@ def reap_runs_task() -> dict[str, int]:
     return {}
 
 
+@shared_task(name="hitl.maintenance.fire_crons", ignore_result=True, time_limit=120)
+def fire_crons_task() -> int:
+    """Start the runs of due crons (each tick once, however many beats call this)."""
+    close_old_connections()
+    with _skip_sweep_on_outage("cron"):
+        count = crons_fire()
+        if count:
+            log.info("crons started %d runs", count)
+        return count
+    return 0
+
+
 @contextlib.contextmanager
 def _skip_sweep_on_outage(name: str):
     """A sweep that meets a database or broker outage waits for the next one (seconds)."""
@@ -176,10 +190,16 @@ def start_inprocess_sweeper() -> None:
 
 
 def _sweep_forever() -> None:
-    next_expiry = next_reap = 0.0
+    next_expiry = next_reap = next_remote = next_cron = 0.0
     while True:
         now = time.monotonic()
         try:
+            if now >= next_remote:
+                next_remote = now + settings.HITL_REMOTE_POLL_SECONDS
+                deployments_poll()  # a no-op without remote deployments
+            if now >= next_cron:
+                next_cron = now + settings.HITL_CRON_SWEEP_SECONDS
+                crons_fire()
             if now >= next_expiry:
                 next_expiry = now + settings.HITL_EXPIRY_SWEEP_SECONDS
                 expire_due_interrupts()
@@ -192,7 +212,8 @@ def _sweep_forever() -> None:
             log.exception("in-process sweep failed")
         finally:
             close_old_connections()
-        time.sleep(max(0.1, min(next_expiry, next_reap) - time.monotonic()))
+        wake = min(next_expiry, next_reap, next_remote, next_cron)
+        time.sleep(max(0.1, wake - time.monotonic()))
 
 
 # --- broker outages ------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from hitl.core.decisions.answer import (
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
 from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
-from hitl.core.runs.start import announce_thread, enqueue_on_commit
+from hitl.core.runs.pauses import announce_thread
+from hitl.core.runs.start import enqueue_on_commit
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from hitl.core.access.permissions import user_can_review_all
-from hitl.core.models import HumanInterrupt, Run
+from hitl.core.models import HumanInterrupt, RemoteDeployment, Run
 from hitl.ops.rule_analytics import automation_context
 
 log = logging.getLogger(__name__)
@@ -90,10 +90,21 @@ def healthz(request):
         else:
             checks[name] = "ok"
     healthy = all(v == "ok" or v.startswith("not used") for v in checks.values())
-    return JsonResponse(
-        {"status": "ok" if healthy else "unavailable", "checks": checks},
-        status=200 if healthy else 503,
-    )
+    body: dict[str, Any] = {"status": "ok" if healthy else "unavailable", "checks": checks}
+    if healthy:
+        # Shown, not counted: a deployment that is away must not take HITL out of its
+        # load balancer (its decisions wait, pending delivery).
+        body["remote"] = _remote_health()
+    return JsonResponse(body, status=200 if healthy else 503)
+
+
+def _remote_health() -> dict[str, str]:
+    return {
+        name: f"error: {error}" if error else ("ok" if ok else "not polled yet")
+        for name, error, ok in RemoteDeployment.objects.filter(enabled=True)
+        .order_by("name")
+        .values_list("name", "last_error", "last_ok_at")
+    }
 
 
 # --- /metrics ---------------------------------------------------------------------------
@@ -297,6 +308,11 @@ DECISION_COLORS = {
     "rule": "#9775fa",  # decided by a decision rule: not a person's accept
 }
 BAR_AREA = 520  # px available for bars in the SVG charts
+# Phones get the same charts laid out for a 340-unit width (label above its bar), so that
+# drawn at a phone's width their text stays about the page's size instead of shrinking
+# to unreadable.
+PHONE_WIDTH = 340
+PHONE_BAR_AREA = 290
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -353,6 +369,8 @@ def _decisions_chart(since) -> dict[str, Any]:
                     "n": n,
                     "x": round(x, 1),
                     "width": round(width, 1),
+                    "phone_x": round(x * PHONE_BAR_AREA / BAR_AREA, 1),
+                    "phone_width": round(width * PHONE_BAR_AREA / BAR_AREA, 1),
                     "color": DECISION_COLORS[kind],
                 }
             )
@@ -365,14 +383,24 @@ def _decisions_chart(since) -> dict[str, Any]:
                 "y": i * 34,
                 "segments": segments,
                 "label_x": round(x + 6, 1),
+                "phone_y": i * 46,
+                "phone_label_x": round(x * PHONE_BAR_AREA / BAR_AREA + 6, 1),
                 "counts": counts,
             }
         )
     return {
         "bars": chart,
         "height": max(len(chart) * 34, 34),
+        "phone_height": max(len(chart) * 46, 46),
         "legend": [
-            {"kind": k, "color": c, "x": (i % 4) * 130, "y": (i // 4) * 18}
+            {
+                "kind": k,
+                "color": c,
+                "x": (i % 4) * 130,
+                "y": (i // 4) * 18,
+                "phone_x": (i % 3) * 112,
+                "phone_y": (i // 3) * 18,
+            }
             for i, (k, c) in enumerate(DECISION_COLORS.items())
         ],
     }
@@ -417,8 +445,15 @@ def _latency_chart(since, limit: int = 20_000) -> dict[str, Any]:
         s["p50_width"] = round(BAR_AREA * s["p50"] / biggest, 1)
         s["p95_width"] = round(BAR_AREA * s["p95"] / biggest, 1)
         s["label_x"] = round(s["p95_width"] + 6, 1)
+        s["phone_y"] = i * 58
+        s["phone_p50_width"] = round(PHONE_BAR_AREA * s["p50"] / biggest, 1)
+        s["phone_p95_width"] = round(PHONE_BAR_AREA * s["p95"] / biggest, 1)
         s["p50_label"], s["p95_label"] = human_seconds(s["p50"]), human_seconds(s["p95"])
-    return {"rows": stats, "height": max(len(stats) * 44, 44)}
+    return {
+        "rows": stats,
+        "height": max(len(stats) * 44, 44),
+        "phone_height": max(len(stats) * 58, 58),
+    }
 
 
 @login_required
@@ -446,5 +481,6 @@ def analytics(request):
             "latency": _latency_chart(since),
             "automation": automation_context(since, human_seconds),
             "bar_area": BAR_AREA,
+            "phone_width": PHONE_WIDTH,
         },
     )

@@ -150,25 +150,58 @@ def _interrupt_json(row: HumanInterrupt) -> dict[str, Any]:
     }
 
 
+def _iso(moment) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _values_at_pause(run: Run) -> Any:
+    """The thread's state values at the run's pause (a paused run keeps no result)."""
+    from hitl.core.live.agui import jsonable
+    from hitl.core.registry import registry
+    from hitl.core.runs.graphs import checkpointer
+
+    try:
+        graph = registry.get(run.thread.graph, checkpointer())
+        config = {"configurable": {"thread_id": str(run.thread_id), "checkpoint_ns": ""}}
+        return jsonable(graph.get_state(config).values)
+    except Exception as exc:  # the POST still says what happened; values are extra
+        log.warning("run %s: no values for its webhook (%s)", run.pk, exc)
+        return None
+
+
 def _payload(run: Run, event: str) -> dict[str, Any]:
+    """LangGraph Server's webhook body (the run, its status, times and the thread's
+    values), plus HITL's `event`, and the pending `interrupts` of a pause."""
+    kwargs: dict[str, Any] = {"config": run.config or {}, "context": run.context or {}}
+    if run.kind == Run.Kind.RESUME:
+        kwargs.update(input=None, command={"resume": run.input.get("resume"), **run.command})
+    else:
+        kwargs.update(input=run.input, command=run.command or None)
     payload: dict[str, Any] = {
         "event": event,
         "run_id": str(run.pk),
         "thread_id": str(run.thread_id),
         "status": run.status,
         "metadata": run.metadata,
-        "created_at": run.created_at.isoformat(),
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "kwargs": kwargs,
+        "multitask_strategy": run.multitask_strategy or "reject",
+        "created_at": _iso(run.created_at),
+        "updated_at": _iso(run.finished_at or run.started_at or run.created_at),
+        "run_started_at": _iso(run.started_at),
+        "run_ended_at": _iso(run.finished_at),
+        "finished_at": _iso(run.finished_at),
     }
     if event == EVENT_INTERRUPTED:
         rows = HumanInterrupt.objects.filter(run=run).order_by("interrupt_id", "position")
         payload["interrupts"] = [_interrupt_json(row) for row in rows]
+        payload["values"] = _values_at_pause(run)
     elif event == EVENT_SUCCESS:
         payload["values"] = run.result
         payload["final_result"] = run.final_result
     else:
         # The exception type and message, without the stack or server paths.
         payload["error"] = error_line(run.error)
+        payload["values"] = None
     return payload
 
 
@@ -235,7 +268,8 @@ def delivery_attempt(*, delivery_id: Any) -> float | None:
         if delivery is None:  # delivered, failed for good, or another worker holds it
             return None
         delivery.attempts += 1
-        body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
+        payload = {**delivery.payload, "webhook_sent_at": timezone.now().isoformat()}
+        body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         error, status = "", None
         try:
             # Checked again: the allow-list may have changed, and the name may now

@@ -20,14 +20,18 @@ from hitl.core.access.permissions import (
 )
 from hitl.core.audit import audit_for_thread
 from hitl.core.decisions import quorum
+from hitl.core.decisions.rule_stats import dry_run_opinions
 from hitl.core.live import events
 from hitl.core.models import Approval, HumanInterrupt, Run, Thread
+from hitl.core.remote import state as remote_state
+from hitl.core.runs.branches import thread_branches
 from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
     interrupt_clarification,
     mark_failed_actions,
+    split_by_branch,
     thread_artifacts,
     thread_conversation,
     thread_failed_actions,
@@ -53,10 +57,15 @@ def interrupt_context(
     form: DecisionForm | None = None,
     error: str = "",
     user=None,
+    opinions: list[str] | None = None,
 ) -> dict[str, Any]:
+    """One card; `opinions`: its dry-run rules' (rule_stats.dry_run_opinions), read if None."""
     form = form or DecisionForm(interrupt=row)
     raw = row.raw_value
+    if opinions is None:
+        opinions = dry_run_opinions([row])[row.pk]
     return {
+        "rule_opinions": opinions,
         "approve_refused": approve_refusal(row, user) if can_answer else "",
         "row": row,
         "form": form,
@@ -91,8 +100,10 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         decision = f"was answered automatically on expiry ({row.response_type})"
     else:
         decision = f"is {row.get_status_display().lower()}"
-    if row.undo_until is not None and row.undo_until > timezone.now():
-        decision += " (they can still undo it for a few seconds)"
+    # Seconds left to undo: the page drops the words when they run out (live.js).
+    undo_seconds = 0.0
+    if row.undo_until is not None:
+        undo_seconds = max(0.0, (row.undo_until - timezone.now()).total_seconds())
     who = (
         row.responded_by.get_username()
         if row.responded_by
@@ -109,6 +120,7 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
         "row": row,
         "who": who,
         "decision": decision,
+        "undo_seconds": round(undo_seconds, 1),
         "final_json": pretty_json(final) if final not in (None, {}) else "",
         "response_text": answer if row.response_type == "response" else "",
     }
@@ -207,6 +219,14 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     label_decided(decided)
     credit_editors(decided)
     final = thread_final_result(thread)
+    branches = thread_branches(thread)
+    for run in runs:
+        run.branch = branches.of_run(run.pk)
+    final_branch = branches.of_run(final.pk) if final else None
+    conversation = thread_conversation(thread)
+    artifacts, other_artifacts = split_by_branch(
+        thread_artifacts(thread), branches, conversation.artifact_paths
+    )
     failed = thread_failed_actions(thread)
     mark_failed_actions(runs, failed)
     # The latest run's approved action failed: the thread says so, whatever the agent did next.
@@ -225,6 +245,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     ended = cancelled or (latest is not None and latest.status == Run.Status.ERROR)
     if cancelled:
         shown_status = "cancelled"
+    remote = _remote_context(thread)
     return {
         "failed_actions": latest_failed,
         "latest_run": latest if ended else None,
@@ -233,6 +254,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         and latest.status == Run.Status.ERROR
         and user.has_perm("hitl.change_run"),
         "can_new_run": ended
+        and remote is None  # another deployment's threads start there
         and thread.status not in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_run_thread(user, thread),
         "shown_status": shown_status,
@@ -242,15 +264,30 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "decided": decided,
         "final_run": final,
         "final_json": pretty_json(final.final_result) if final else "",
-        "artifacts": thread_artifacts(thread),
-        "conversation": thread_conversation(thread),
+        "branches": branches,
+        "final_branch": final_branch,
+        # Another branch's result (a fork runs or ran since) is not shown as the thread's.
+        "old_result": bool(final and branches.many and final_branch != branches.current),
+        "artifacts": artifacts,
+        "other_artifacts": other_artifacts,
+        "conversation": conversation,
         "audit": audit_for_thread(thread, limit=200),
         # Tracebacks are for whoever may read runs in admin, where they are shown too.
         "show_traceback": user.has_perm("hitl.view_run"),
         **batch_context(thread, user),
         "can_cancel": thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED)
         and user_can_cancel_thread(user, thread),
+        "remote": remote,
     }
+
+
+def _remote_context(thread: Thread) -> dict[str, Any] | None:
+    """A mirrored thread's deployment, and a decision waiting to reach it."""
+    link = remote_state.remote_link(thread)
+    if link is None:
+        return None
+    error = link.deployment.last_error if link.deployment.last_error else ""
+    return {"link": link, "pending": remote_state.delivery_pending(thread), "error": error}
 
 
 def _result_items(value: Any) -> list[tuple[str, str, bool]]:

@@ -18,6 +18,7 @@ from hitl.core.access.permissions import user_can_review, user_can_review_all, u
 from hitl.core.decisions.claims import filter_claims, snoozed_by
 from hitl.core.errors import without_paths
 from hitl.core.models import Artifact, HumanInterrupt, Run, Thread, ToolExecution
+from hitl.core.runs.branches import Branch, Branches
 from hitl.review.rendering import markdown, pretty_json
 
 log = logging.getLogger(__name__)
@@ -361,25 +362,34 @@ class Conversation:
     messages: list[ChatMessage] = field(default_factory=list)
     state: str = ""  # the state as JSON when the graph keeps no messages
     error: str = ""
+    # The files the current state presents (its `artifacts` key), None without that key
+    artifact_paths: list[str] | None = None
 
 
 def thread_conversation(thread: Thread, *, limit: int = 200) -> Conversation:
     """The thread's messages (and tool calls) from its LangGraph checkpoint."""
     from hitl.core.registry import registry
+    from hitl.core.remote import state as remote_state
     from hitl.core.runs.graphs import checkpointer
 
     try:
-        graph = registry.get(thread.graph, checkpointer())
-        snapshot = graph.get_state({"configurable": {"thread_id": str(thread.pk)}})
+        link = remote_state.remote_link(thread)
+        if link is not None:  # a thread of another deployment: its state is there
+            values = remote_state.remote_values(link)
+        else:
+            graph = registry.get(thread.graph, checkpointer())
+            snapshot = graph.get_state({"configurable": {"thread_id": str(thread.pk)}})
+            values = snapshot.values if isinstance(snapshot.values, dict) else {}
     except Exception as exc:  # the page must render even when the checkpoint is unreadable
         log.warning("cannot read the checkpoint of thread %s: %s", thread.pk, exc)
         return Conversation(error="The conversation cannot be read right now.")
-    values = snapshot.values if isinstance(snapshot.values, dict) else {}
+    presented = values.get("artifacts")
+    paths = [str(p) for p in presented] if isinstance(presented, list) else None
     messages = values.get("messages")
     if isinstance(messages, list):
-        return Conversation(messages=[_message(m) for m in messages[-limit:]])
+        return Conversation(messages=[_message(m) for m in messages[-limit:]], artifact_paths=paths)
     shown = {k: v for k, v in values.items() if k not in ("artifacts",)}
-    return Conversation(state=pretty_json(shown) if shown else "")
+    return Conversation(state=pretty_json(shown) if shown else "", artifact_paths=paths)
 
 
 def thread_final_result(thread: Thread) -> Run | None:
@@ -474,6 +484,26 @@ class ArtifactView:
     missing: bool = False
     text: str = ""
     table: dict[str, Any] | None = None
+    branch: Branch | None = None
+
+
+def split_by_branch(
+    views: list[ArtifactView], branches: Branches, current_paths: list[str] | None
+) -> tuple[list[ArtifactView], list[ArtifactView]]:
+    """(files of the current branch, files of other branches), each labelled with its
+    branch. The current state's `artifacts` says what the current branch presents (a
+    fork copies the files of the step it started from); the rest belong to the branch
+    that was running when they were registered."""
+    if not branches.many:
+        return views, []
+    current, other = [], []
+    for view in views:
+        if current_paths is not None and view.artifact.path in current_paths:
+            view.branch = branches.current
+        else:
+            view.branch = branches.at(view.artifact.created_at) or branches.current
+        (current if view.branch == branches.current else other).append(view)
+    return current, other
 
 
 def thread_artifacts(thread: Thread) -> list[ArtifactView]:

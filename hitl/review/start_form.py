@@ -18,7 +18,7 @@ from django.conf import settings
 from agents.schema import is_messages
 from hitl.core.errors import Invalid, check_json, load_json
 from hitl.core.registry import registry
-from hitl.core.runs.inputs import graph_input_schema, input_errors
+from hitl.core.runs.inputs import graph_description, graph_input_schema, input_errors
 from hitl.review.forms import PrettyJSONField, arg_form_field
 from hitl.review.rendering import (
     BOOLEAN,
@@ -176,6 +176,7 @@ class StartThreadForm(forms.Form):
         self.fields["graph"].initial = chosen
         self.graph_name = chosen
         self.schema, self.note = graph_input_schema(chosen) if chosen else (None, "")
+        self.description = graph_description(chosen) if chosen else ""
         self.input_fields = input_fields(self.schema)
         for arg in self.input_fields:
             self.fields[arg.name] = _form_field(arg)

@@ -6,24 +6,101 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, redirect
-from django.views.decorators.http import require_POST
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_GET, require_POST
 
 from hitl.core import errors
 from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
 from hitl.core.models import Thread
+from hitl.core.remote import state as remote_state
 from hitl.core.runs import timetravel
+from hitl.core.runs.branches import Branches, thread_branches
+from hitl.core.runs.history import (
+    MAX_CHECKPOINT_ID,
+    Step,
+    thread_history_page,
+    thread_step_state,
+)
+from hitl.review.fragments import credit_editors
+from hitl.review.views import _render_thread
 
 MAX_EDIT_BYTES = 64 * 1024
 
 
-def history_context(thread: Thread, user) -> dict:
-    """What the history section shows: steps, newest first, and whether forking is allowed."""
-    can_fork = user_can_run_thread(user, thread) and thread.status not in (
-        Thread.Status.BUSY,
-        Thread.Status.INTERRUPTED,
-    )
-    return {"checkpoints": timetravel.thread_checkpoints(thread), "can_fork": can_fork}
+def history_context(thread: Thread) -> dict:
+    """The history shell the thread page embeds: the steps load when it is opened."""
+    return {"branches": thread_branches(thread)}
+
+
+@login_required
+@require_GET
+def thread_history(request, thread_id):
+    """A page of the thread's steps, newest first (a fragment with ?partial=1)."""
+    thread = get_object_or_404(Thread, pk=thread_id)
+    if not user_can_view_thread(request.user, thread):
+        raise Http404("No such thread.")
+    before = request.GET.get("before") or None
+    state = request.GET.get("state") or None
+    for chosen in (before, state):
+        if chosen is not None and (len(chosen) > MAX_CHECKPOINT_ID or not chosen.isprintable()):
+            return HttpResponse("Choose a step of this thread's history.", status=400)
+    partial = bool(request.GET.get("partial"))
+    link = remote_state.remote_link(thread)
+    if link is not None:
+        return _remote_history(request, thread, link, partial)
+    if state is not None:
+        try:
+            text = thread_step_state(thread, state)
+        except errors.ServiceError as exc:
+            return HttpResponse(exc.message, status=exc.status_code, content_type="text/plain")
+        return render(request, "hitl/partials/thread_step_state.html", {"state": text})
+    page = thread_history_page(thread, before=before, with_values=not partial)
+    credit_editors([row for step in page.steps for row in step.decisions])
+    context = {
+        "thread": thread,
+        "steps": page.steps,
+        "more_before": page.more_before,
+        "branches": page.branches,
+        "can_fork": user_can_run_thread(request.user, thread)
+        and thread.status not in (Thread.Status.BUSY, Thread.Status.INTERRUPTED),
+    }
+    if partial:
+        return render(request, "hitl/partials/thread_history_steps.html", context)
+    return render(request, "hitl/thread_history.html", context)
+
+
+def _remote_history(request, thread: Thread, link, partial: bool):
+    """Another deployment's thread: its history is read there (up to 50 steps, states
+    included) and forks are made there too."""
+    try:
+        found, unreadable = remote_state.remote_checkpoints(link), False
+    except remote_state.RemoteUnreadable:
+        found, unreadable = [], True
+    steps = [
+        Step(
+            checkpoint_id=str(cp["checkpoint_id"]),
+            step=cp["step"],
+            source=str(cp["source"] or ""),
+            kind="remote",
+            next=list(cp["next"]),
+            created_at=parse_datetime(str(cp["created_at"] or "")),
+            run_id=None,
+            values_json=cp["values_json"],
+        )
+        for cp in found
+    ]
+    context = {
+        "thread": thread,
+        "steps": steps,
+        "more_before": None,
+        "branches": Branches(),
+        "can_fork": False,
+        "unreadable": unreadable,
+    }
+    template = "hitl/partials/thread_history_steps.html" if partial else "hitl/thread_history.html"
+    return render(request, template, context)
 
 
 @login_required
@@ -31,7 +108,7 @@ def history_context(thread: Thread, user) -> dict:
 def thread_fork(request, thread_id):
     thread = get_object_or_404(Thread, pk=thread_id)
     if not user_can_view_thread(request.user, thread):
-        return redirect("home")
+        raise Http404("No such thread.")  # as every thread page: no existence oracle
     raw = request.POST.get("values", "").strip()
     values = None
     try:
@@ -52,6 +129,8 @@ def thread_fork(request, thread_id):
         )
     except errors.ServiceError as exc:
         messages.error(request, exc.message)
+        if isinstance(exc, errors.Forbidden):  # may view, may not change: the page, 403
+            return _render_thread(request, thread, status=403)
     else:
         edited = " with an edited state" if values else ""
         messages.success(request, f"Forked from the chosen step{edited}: run {run.pk} started.")

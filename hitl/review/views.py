@@ -22,6 +22,7 @@ from hitl.core.access.permissions import (
     user_can_view_thread,
     user_group_ids,
 )
+from hitl.core.decisions.rule_stats import dry_run_opinions
 from hitl.core.live import events
 from hitl.core.models import Artifact, HumanInterrupt, Thread
 from hitl.review import fragments as partials
@@ -139,12 +140,18 @@ def _render_thread(request, thread: Thread, *, failed=None, lost=None, status: i
     """The thread page; `failed` is (interrupt, bound form, error) to show inline, `lost`
     (decided interrupt, what the reviewer had typed) when someone else answered first."""
     cards = []
-    for row in partials.thread_pending_interrupts(thread):
+    rows = list(partials.thread_pending_interrupts(thread))
+    opinions = dry_run_opinions(rows)
+    for row in rows:
         extra = {}
         if failed and failed[0].pk == row.pk:
             extra = {"form": failed[1], "error": failed[2]}
         context = partials.interrupt_context(
-            row, can_answer=user_can_review(request.user, row), user=request.user, **extra
+            row,
+            can_answer=user_can_review(request.user, row),
+            user=request.user,
+            opinions=opinions[row.pk],
+            **extra,
         )
         cards.append(context)
     context = partials.thread_context(thread, request.user)

@@ -18,10 +18,22 @@
     });
   };
 
+  // "They can still undo it" is true for so many seconds after the page got it: the
+  // words go when the grace period ends, so a page read later does not promise it.
+  HITL.expireUndoNotes = function (root) {
+    root.querySelectorAll("[data-undo-seconds]").forEach(function (note) {
+      const seconds = parseFloat(note.dataset.undoSeconds) || 0;
+      note.removeAttribute("data-undo-seconds");
+      setTimeout(function () { note.remove(); }, seconds * 1000);
+    });
+  };
+  document.addEventListener("DOMContentLoaded", function () { HITL.expireUndoNotes(document); });
+
   HITL.fragment = function (html) {
     const template = document.createElement("template");
     template.innerHTML = html.trim();
     HITL.fillCsrf(template.content);
+    HITL.expireUndoNotes(template.content);
     return template.content.firstElementChild;
   };
 

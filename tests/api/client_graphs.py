@@ -13,8 +13,10 @@ from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
@@ -23,6 +25,9 @@ TARGETS = {
     "typed_email": "tests.api.client_graphs:typed_email_graph",
     "two_approvals": "tests.api.client_graphs:two_approvals_graph",
     "nested": "tests.api.client_graphs:nested_graph",
+    "react_streaming": "tests.api.client_graphs:react_streaming_graph",
+    "configured": "tests.api.client_graphs:configured_graph",
+    "chatter": "tests.api.client_graphs:chatter_graph",
 }
 CLIENT_GRAPHS = ",".join(f"{name}={target}" for name, target in TARGETS.items())
 
@@ -210,3 +215,93 @@ _outer.add_edge("prepare", "review")
 _outer.add_edge("review", "finish")
 _outer.add_edge("finish", END)
 nested_graph = _outer.compile()
+
+
+# --- a graph that reports the config and context it ran with, pausing once ---------
+
+
+class ConfiguredState(TypedDict, total=False):
+    seen: list[dict[str, Any]]
+    answer: Any
+    pause: float
+
+
+def _report(config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+    return {
+        "configurable": {
+            k: v
+            for k, v in (config.get("configurable") or {}).items()
+            if not k.startswith(("__", "hitl_", "checkpoint")) and isinstance(v, (str, int))
+        },
+        "recursion_limit": config.get("recursion_limit"),
+        "tags": [t for t in config.get("tags") or [] if not t.startswith("graph:")],
+        "context": runtime.context,
+    }
+
+
+def _configured_before(state: ConfiguredState, config: RunnableConfig, runtime: Runtime):
+    time.sleep(state.get("pause") or 0)
+    return {"seen": [*(state.get("seen") or []), _report(config, runtime)]}
+
+
+def _configured_ask(state: ConfiguredState, config: RunnableConfig, runtime: Runtime):
+    answer = interrupt(
+        {
+            "action_request": {"action": "go_on", "args": {}},
+            "config": {
+                "allow_accept": True,
+                "allow_edit": False,
+                "allow_respond": True,
+                "allow_ignore": True,
+            },
+            "description": "Go on?",
+        }
+    )
+    return {"answer": answer, "seen": [*(state.get("seen") or []), _report(config, runtime)]}
+
+
+_configured = StateGraph(ConfiguredState)
+_configured.add_node("before", _configured_before)
+_configured.add_node("ask", _configured_ask)
+_configured.add_edge(START, "before")
+_configured.add_edge("before", "ask")
+_configured.add_edge("ask", END)
+configured_graph = _configured.compile()
+
+
+# --- a root-level chat model, then ticks: messages and custom chunks over time -----
+
+
+def _chat(state: TickState) -> dict[str, Any]:
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="one two three four five")]))
+    model.invoke("Say five words")
+    write = get_stream_writer()
+    for i in range(CHATTER_TICKS):
+        write({"tick": i})
+        time.sleep(state.get("pause", 0.2))
+    return {"ticks": CHATTER_TICKS}
+
+
+CHATTER_TICKS = 8
+_chatter = StateGraph(TickState)
+_chatter.add_node("chat", _chat)
+_chatter.add_edge(START, "chat")
+_chatter.add_edge("chat", END)
+chatter_graph = _chatter.compile()
+
+
+# --- the built-in ReAct agent on a scripted model that streams its reply ------------
+
+
+def react_streaming(checkpointer: Any = None) -> Any:
+    """The ReAct agent whose scripted model streams its words over 0.3 s (as a real
+    model's tokens come), then its `finish` call."""
+    from agents.models import ScriptedChatModel
+    from agents.react import build_react_agent
+
+    return build_react_agent(
+        ScriptedChatModel(delay=0.3), builtin_tools=False, checkpointer=checkpointer
+    )
+
+
+react_streaming_graph = react_streaming()

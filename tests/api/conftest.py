@@ -81,6 +81,35 @@ def live(stack, transactional_db, settings) -> Stack:
     return stack
 
 
+@pytest.fixture(scope="module")
+def parity_stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
+    """daphne + one Celery worker that also load tests/api/parity_graphs.py's graphs."""
+    from tests.api.parity_graphs import PARITY_GRAPHS
+
+    env = {**STACK_ENV, "HITL_EXTRA_GRAPHS": PARITY_GRAPHS}
+    log_dir = tmp_path_factory.mktemp("parity")
+    worker = start_celery_worker(
+        test_database_url, log_dir / "celery.log", name="parity", concurrency=2, **env
+    )
+    server, base_url = start_daphne(test_database_url, log_dir / "daphne.log", **env)
+    try:
+        yield Stack(base_url=base_url, log_dir=log_dir)
+    finally:
+        server.stop()
+        worker.stop()
+
+
+@pytest.fixture
+def parity(parity_stack, transactional_db, monkeypatch) -> Stack:
+    """The parity stack, with this process's registry knowing its graphs too."""
+    from hitl.core.registry import registry
+    from tests.api.parity_graphs import TARGETS
+
+    for name, target in TARGETS.items():
+        monkeypatch.setitem(registry.targets, name, target)
+    return parity_stack
+
+
 def token_for(user) -> str:
     from hitl.core.models import ApiToken
 

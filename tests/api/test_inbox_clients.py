@@ -422,11 +422,22 @@ def test_threads_copy_carries_state_and_history_to_a_new_thread(stack16, reviewe
         owner.threads.get_history(thread_id, limit=50)
     )
     assert AuditEvent.objects.get(kind="thread.copied").data["source_thread_id"] == thread_id
-    # A paused thread's interrupts belong to it: copying one is refused, clearly.
+    # A paused thread's copy is paused too (as LangGraph Server copies it), with rows of
+    # its own: answering the copy resumes the copy, and leaves the source waiting.
     paused, _ = _paused(owner)
-    with pytest.raises(httpx.HTTPStatusError) as exc:
-        owner.threads.copy(paused)
-    assert exc.value.response.status_code == 409
+    copied = owner.threads.copy(paused)
+    assert copied["status"] == "interrupted" and copied["thread_id"] != paused
+    source_row = HumanInterrupt.objects.get(thread_id=paused)
+    copy_row = HumanInterrupt.objects.get(thread_id=copied["thread_id"])
+    assert copy_row.pk != source_row.pk and copy_row.interrupt_id == source_row.interrupt_id
+    assert copy_row.args == source_row.args and copy_row.status == "pending"
+    done = owner.runs.wait(
+        copied["thread_id"], "typed_email", command={"resume": {"type": "accept"}}
+    )
+    assert done["sent"]["to"] == "ops@example.com"
+    source_row.refresh_from_db()
+    assert source_row.status == "pending"
+    assert owner.threads.get(paused)["status"] == "interrupted"
 
 
 def test_update_state_as_node_writes_a_checkpoint_and_is_audited(
@@ -472,8 +483,9 @@ def test_thread_join_stream_and_run_streams_name_their_location(stack16, reviewe
         body = response.read().decode()
         location = response.headers["location"]
     run_id = _sse_events(body)[0][1]
-    run_path = f"/langgraph/threads/{thread['thread_id']}/runs/{json.loads(run_id)['run_id']}"
-    assert location == f"{stack16.base_url}{run_path}/stream"
+    # As LangGraph Server: a path under the API root (the SDKs join it to their base URL).
+    run_path = f"/threads/{thread['thread_id']}/runs/{json.loads(run_id)['run_id']}"
+    assert location == f"{run_path}/stream"
 
 
 def test_a_run_from_an_earlier_checkpoint_forks_the_thread_from_that_step(stack16, reviewer):

@@ -202,11 +202,17 @@ def test_threads_search_filters_by_status_metadata_and_pages(live, reviewer):
     assert client.threads.count(status="idle") == 2
 
 
-def test_cancel_withdraws_the_interrupt(live, reviewer, requester):
+def test_cancel_of_a_paused_run_is_404_and_mark_as_resolved_withdraws(live, reviewer, requester):
     owner = sdk_client(live.base_url, requester)
     thread_id, values = _start_until_interrupt(owner)
     (run,) = owner.runs.list(thread_id)
-    owner.runs.cancel(thread_id, run["run_id"])
+    # As LangGraph Server: a paused run is not among the cancellable ones.
+    with pytest.raises(httpx.HTTPStatusError) as not_found:
+        owner.runs.cancel(thread_id, run["run_id"])
+    assert not_found.value.response.status_code == 404
+    assert "__end__" in not_found.value.response.json()["detail"]
+    assert HumanInterrupt.objects.get(thread_id=thread_id).status == "pending"
+    owner.threads.update_state(thread_id, None, as_node="__end__")
     assert HumanInterrupt.objects.get(thread_id=thread_id).status == "cancelled"
     assert owner.threads.get(thread_id)["status"] == "idle"
     assert owner.threads.get(thread_id)["interrupts"] == {}

@@ -174,7 +174,10 @@ def test_wrong_resume_shapes_are_400(lg, manual_runs, reviewer):
             }
         },
         {"command": {"resume": [{"type": "accept"}, {"type": "accept"}]}},
-        {"command": {"goto": "finish", "resume": {"type": "accept"}}},
+        {"command": {"goto": "nowhere", "resume": {"type": "accept"}}},
+        {"command": {"goto": {"node": "finish", "args": {}}}},
+        {"command": {"update": "x"}},
+        {"command": {}},
         {"command": {"resume": {"type": "accept"}}, "input": {"request": "x"}},
     ]
     for body in cases:
@@ -182,8 +185,9 @@ def test_wrong_resume_shapes_are_400(lg, manual_runs, reviewer):
         assert response.status_code == 400, (body, response.content)
         assert response.json()["detail"]
     assert HumanInterrupt.objects.get(thread_id=thread_id).status == "pending"
-    # A plain new run on a thread that waits for an answer is a conflict.
-    assert client.post(url, {"assistant_id": "approval", "input": {}}).status_code == 409
+    # A plain new run on a thread that waits for an answer supersedes it (as LangGraph).
+    assert client.post(url, {"assistant_id": "approval", "input": {}}).status_code == 200
+    assert HumanInterrupt.objects.get(thread_id=thread_id).status == "cancelled"
 
 
 def assert_nothing_recorded(thread_id: str) -> None:
@@ -204,7 +208,7 @@ def assert_nothing_recorded(thread_id: str) -> None:
         ({"resume": [None]}, "is null"),
         ({"resume": 5}, "Cannot answer"),
         (
-            {"resume": {"type": "accept", "args": {"unexpected": True}}, "update": {"x": 1}},
+            {"resume": {"type": "accept", "args": {"unexpected": True}}, "update": "x"},
             "update",
         ),
     ],
@@ -387,15 +391,19 @@ def test_browser_clients_get_cors_for_allowed_origins_only(lg, reviewer, setting
 def test_agent_inbox_mark_as_resolved_withdraws_the_interrupt(lg, manual_runs, requester, outsider):
     client = lg(requester)
     thread_id = start(client, manual_runs, "approval")
-    # Editing the state of a thread that waits on reviewers is refused (answer them first).
-    edit = client.post(f"/threads/{thread_id}/state", {"values": {"x": 1}, "as_node": "propose"})
-    assert edit.status_code == 409 and "waits on reviewers" in edit.json()["detail"]
+    assert (
+        lg(outsider)
+        .post(f"/threads/{thread_id}/state", {"values": {"x": 1}, "as_node": "propose"})
+        .status_code
+        == 404
+    )
     assert (
         lg(outsider)
         .post(f"/threads/{thread_id}/state", {"values": None, "as_node": "__end__"})
         .status_code
         == 404
     )
+    assert HumanInterrupt.objects.get(thread_id=thread_id).status == "pending"
     resolved = client.post(f"/threads/{thread_id}/state", {"values": None, "as_node": "__end__"})
     assert resolved.status_code == 200, resolved.content
     assert resolved.json()["checkpoint"]["thread_id"] == thread_id

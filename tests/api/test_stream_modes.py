@@ -165,7 +165,7 @@ def test_every_stream_mode_matches_langgraph_through_a_pause_and_a_resume(stack1
     assert second[-1].event == "debug" and second[-1].data["payload"]["next"] == []
 
 
-def test_a_run_asking_only_for_thread_modes_costs_the_worker_nothing_more(stack16, reviewer):  # noqa: F811
+def test_a_run_keeps_the_modes_it_asked_for_and_no_subgraphs_unasked(stack16, reviewer):  # noqa: F811
     sdk = sdk_client(stack16.base_url, reviewer)
     thread_id = sdk.threads.create()["thread_id"]
     parts = list(
@@ -173,7 +173,7 @@ def test_a_run_asking_only_for_thread_modes_costs_the_worker_nothing_more(stack1
             thread_id, "nested", input={"request": "q3"}, stream_mode=["values", "updates"]
         )
     )
-    assert Run.objects.get(pk=parts[0].data["run_id"]).stream_modes == []
+    assert Run.objects.get(pk=parts[0].data["run_id"]).stream_modes == ["values", "updates"]
     # Without stream_subgraphs, no subgraph chunk: the root's updates end with the pause.
     assert all("|" not in p.event for p in parts)
     assert parts[-1].event == "values" and "__interrupt__" in parts[-1].data
@@ -231,3 +231,130 @@ def test_the_messages_mode_builds_messages_as_langgraph_server_does(stack16, rev
     _same(_received(parts[1:]), want)
     assert parts[-1].data[0]["content"] == "draft for the board"
     assert parts[-1].data[0]["type"] == "ai"
+
+
+def _reference_events(
+    graph, graph_input, config, modes: list[str], subgraphs: bool = True
+) -> list[tuple[str, Any]]:
+    """What LangGraph Server sends for `events` (with `modes`, stream_subgraphs): it runs
+    `astream_events` v2 with the run's id as the root run id; the root's on_chain_stream
+    events are the other modes' chunks, every other event is an `events` part."""
+    import asyncio
+
+    run_id = uuid.uuid4()
+    asked = [m for m in modes if m != "events"]
+
+    async def collect() -> list[tuple[str, Any]]:
+        out = []
+        async for event in graph.astream_events(
+            graph_input,
+            {**config, "run_id": run_id},
+            version="v2",
+            stream_mode=[*asked, "debug"],
+            subgraphs=subgraphs,
+        ):
+            if event["event"] == "on_chain_stream" and event["run_id"] == str(run_id):
+                chunk = event["data"]["chunk"]
+                ns, mode, chunk = chunk if subgraphs else ((), *chunk)
+                if mode in asked:
+                    out.append(("|".join([mode, *ns]), _json(chunk)))
+            else:
+                out.append(("events", _json(event)))
+        return out
+
+    return asyncio.run(collect())
+
+
+EVENT_MODES = ["events", "values", "updates"]
+
+
+def _same_events(got: list[tuple[str, Any]], want: list[tuple[str, Any]]) -> None:
+    """The events, and the other modes' parts, each in LangGraph's order. How the two
+    interleave is not LangGraph's to fix either: a sync node's callbacks come from an
+    executor thread while the stream's chunks come from the loop."""
+    for events in (True, False):
+        _same(
+            [p for p in got if (p[0] == "events") == events],
+            [p for p in want if (p[0] == "events") == events],
+        )
+
+
+def test_the_events_mode_is_langgraphs_astream_events_tree(stack16, reviewer):  # noqa: F811
+    from langgraph.types import Command
+
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    first = _stream(sdk, thread_id, EVENT_MODES, input={"request": "q3"})
+    run_id = first[0].data["run_id"]
+    assert Run.objects.get(pk=run_id).stream_modes == EVENT_MODES
+
+    graph, config = _in_process()
+    want = _reference_events(graph, {"request": "q3"}, config, EVENT_MODES)
+    got = _received(first[1:])
+    _same_events(got, want)
+    events = [data for event, data in got if event == "events"]
+    # The whole tree, as only astream_events gives it: the root chain opens with the
+    # run's own id, the subgraph's chat model streams its tokens, nodes start and end.
+    assert events[0]["event"] == "on_chain_start" and events[0]["run_id"] == run_id
+    assert events[0]["parent_ids"] == []
+    kinds = {(e["event"], e["name"]) for e in events}
+    assert {("on_chain_start", "prepare"), ("on_chain_end", "prepare")} <= kinds
+    assert ("on_chain_start", "draft") in kinds
+    tokens = [e for e in events if e["event"] == "on_chat_model_stream"]
+    assert len(tokens) > 2 and tokens[0]["metadata"]["langgraph_node"] == "draft"
+    assert "".join(t["data"]["chunk"]["content"] for t in tokens) == "draft for the board"
+
+    # The resume streams the rest of the tree, the root's end included.
+    second = _stream(
+        sdk, thread_id, EVENT_MODES, command={"resume": {"type": "accept", "args": None}}
+    )
+    pending = graph.get_state(config).interrupts[0].id
+    decision = sdk.threads.get_state(thread_id)["values"]["decision"]
+    want = _reference_events(graph, Command(resume={pending: decision}), config, EVENT_MODES)
+    got = _received(second[1:])
+    _same_events(got, want)
+    last = [data for event, data in got if event == "events"][-1]
+    assert last["event"] == "on_chain_end" and last["run_id"] == second[0].data["run_id"]
+    assert last["data"]["output"]["steps"] == ["prepare", "finish"]
+
+
+def test_the_events_mode_alone_sends_only_events(stack16, reviewer):  # noqa: F811
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    parts = list(
+        sdk.runs.stream(thread_id, "nested", input={"request": "q3"}, stream_mode="events")
+    )
+    graph, config = _in_process()
+    want = _reference_events(graph, {"request": "q3"}, config, ["events"], subgraphs=False)
+    _same(_received(parts[1:]), want)
+    assert {p.event for p in parts[1:]} == {"events"}
+
+
+def test_the_react_agents_model_streams_tokens_as_langgraph_server_does(stack16, reviewer):  # noqa: F811
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tests.api.client_graphs import react_streaming
+
+    sdk = sdk_client(stack16.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    parts = list(
+        sdk.runs.stream(
+            thread_id, "react_streaming", input={"request": "q3"}, stream_mode="messages"
+        )
+    )
+    graph = react_streaming(InMemorySaver())
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+    async def collect() -> list[Any]:
+        stream = graph.astream({"request": "q3"}, config, stream_mode="messages")
+        return [chunk async for chunk in stream]
+
+    want = _server_messages(asyncio.run(collect()))
+    _same(_received(parts[1:]), want)
+    # The model's reply came a word at a time, then whole with its tool call.
+    partial = [data for event, data in _received(parts[1:]) if event == "messages/partial"]
+    assert len(partial) > 5
+    assert partial[0][0]["content"] != partial[-1][0]["content"]
+    assert partial[-1][0]["tool_calls"][0]["name"] == "finish"

@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from hitl.core import decisions, runs
+from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread, ToolExecution
 from tests.async_graphs import ASYNC_GRAPHS, TARGETS
 from tests.conftest import wait_for
@@ -243,3 +245,55 @@ def test_the_seeds_pattern_runs_its_approved_effect_once_across_a_kill(
     assert resume.result["plan"] == "sent #1"  # the first attempt's recorded result
     [execution] = ToolExecution.objects.filter(thread_id=run.thread_id)
     assert (execution.tool, execution.status) == ("send", "done")
+
+
+def test_a_run_over_the_time_limit_ends_with_its_error_and_the_worker_keeps_the_others(
+    worker_factory, transactional_db, requester, tmp_path
+):
+    limit = 6
+    worker = worker_factory(
+        "limited", pool="threads", concurrency=8, HITL_RUN_TIME_LIMIT=str(limit), **ENV
+    )
+    stuck_dir, other_dir = tmp_path / "stuck", tmp_path / "other"
+    stuck_dir.mkdir()
+    other_dir.mkdir()
+    # A sync node blocking its thread (never opened): the worst case, a thread that
+    # cannot be interrupted.
+    stuck = runs.run_start(graph="sync_gated", input={"dir": str(stuck_dir)}, user=requester)
+    wait_for(lambda: arrived(stuck_dir, "model"), 60, 0.1, "the stuck run to block")
+    stuck.refresh_from_db()
+    # The other run starts when the stuck one is halfway through its time: it is in
+    # flight, awaiting its model in the same process, when the stuck one hits the limit.
+    wait_for(
+        lambda: (timezone.now() - stuck.started_at).total_seconds() >= limit / 2,
+        limit,
+        0.1,
+        "half the stuck run's time",
+    )
+    other = runs.run_start(
+        graph="async_gated", input={"dir": str(other_dir), "gates": ["model"]}, user=requester
+    )
+    wait_for(lambda: arrived(other_dir, "model"), 30, 0.1, "the other run to await its model")
+
+    wait_for(
+        lambda: Thread.objects.get(pk=stuck.thread_id).status == "error",
+        limit * 3,
+        0.1,
+        "the stuck run to end over its limit",
+    )
+    stuck.refresh_from_db()
+    assert stuck.status == "error" and stuck.lease_owner == ""
+    assert error_line(stuck.error) == (
+        f"RuntimeError: The run took longer than HITL_RUN_TIME_LIMIT ({limit} s)."
+    )
+    # The same process still holds the other run, which goes on to its review.
+    other.refresh_from_db()
+    assert other.status == "running" and other.lease_owner.endswith(f":{worker.pid}")
+    assert worker.popen.poll() is None
+    (other_dir / "open-model").touch()
+    wait_for(lambda: threads_in([other.thread_id], "interrupted"), 30, 0.1, "the other to pause")
+    other.refresh_from_db()
+    assert (other.status, other.attempts) == ("interrupted", 1)
+    assert HumanInterrupt.objects.filter(thread_id=other.thread_id).count() == 1
+    # The stuck run is not sent again: its error stands.
+    assert Run.objects.get(pk=stuck.pk).attempts == 1

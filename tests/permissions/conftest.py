@@ -1,5 +1,6 @@
 """One small world per test: a requester's paused thread (one pending interrupt routed to
-the reviewers, one presented file), a finished thread of theirs, and one user per role."""
+the reviewers, one presented file), a finished thread of theirs with a real checkpoint
+history, and one user per role."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from django.test import Client
 
 from hitl.core.files.storage import thread_files
 from hitl.core.models import ApiToken, Artifact, HumanInterrupt, Thread
+from hitl.core.registry import registry
+from hitl.core.runs.graphs import checkpointer
 from tests.conftest import _make_user
 from tests.review.conftest import human_interrupt, open_interrupts
 
@@ -59,6 +62,7 @@ class World:
     row: HumanInterrupt
     artifact: Artifact
     done: Thread  # finished, the reviewers' group's
+    step: str  # a checkpoint of `done` before its last node ran (its history has two)
     other_reviewer: Any  # another member of the reviewers' group
     token: ApiToken  # one of the requester's API tokens
 
@@ -84,6 +88,16 @@ class World:
         return call(path, json.dumps(body or {}), content_type="application/json", **headers)
 
 
+def checkpoint_history(thread: Thread) -> str:
+    """Write `thread` a real two-step history through the approval graph's checkpointer
+    (the reviewer's accept, then the final node): the id of the step before the end."""
+    graph = registry.get("approval", checkpointer())
+    config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
+    decided = graph.update_state(config, {"decision": {"type": "accept"}}, as_node="propose")
+    graph.update_state(config, {"sent": True, "result": {"sent": True}}, as_node="finish")
+    return decided["configurable"]["checkpoint_id"]
+
+
 @pytest.fixture
 def world_for(settings, reviewers_group, requester, tmp_path):
     settings.HITL_EXECUTOR = "manual"
@@ -99,8 +113,9 @@ def world_for(settings, reviewers_group, requester, tmp_path):
         done = Thread.objects.create(
             graph="approval", requester=requester, reviewer_group=reviewers_group, status="done"
         )
+        step = checkpoint_history(done)
         other = _make_user("olga", reviewers_group)
         token = ApiToken.issue(user=requester, name="the requester's")[0]
-        return World(role, user, requester, paused, row, artifact, done, other, token)
+        return World(role, user, requester, paused, row, artifact, done, step, other, token)
 
     return build

@@ -43,11 +43,16 @@ ACTIONS = {
     "delete one of its finished runs (/langgraph)": "run_delete",
     "copy it (/langgraph)": "copy",
     "update its state (/langgraph)": "update_state",
+    "see its checkpoint history (page, /langgraph)": "history",
+    "fork it from an earlier step (page, /langgraph)": "fork",
     "accept its interrupt in bulk (inbox)": "bulk",
     "claim or snooze its interrupt (page)": "claim",
     "undo another reviewer's answer to it (page, v1)": "undo",
     "revoke the requester's API token (page)": "revoke_token",
     "change their own notification settings (page)": "notify_settings",
+    "create an assistant (/langgraph)": "assistant_create",
+    "change or delete the requester's assistant (/langgraph)": "assistant_change",
+    "read or write the store (/langgraph)": "store",
 }
 
 CELLS = {"yes", "login", "404", "403", "409", "no"}

@@ -17,9 +17,11 @@ from django.test import override_settings
 
 from hitl.core.decisions.answer import interrupt_resolve
 from hitl.core.files.storage import thread_files
-from hitl.core.models import ApiToken, AuditEvent, HumanInterrupt, Run, Thread
+from hitl.core.models import ApiToken, Assistant, AuditEvent, HumanInterrupt, Run, Thread
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze
 from hitl.core.models.notify import NotificationPreference
+from hitl.core.runs.assistants import assistant_create
+from tests.conftest import store_clear
 from tests.permissions.conftest import FILE_BODY, FILE_PATH, TITLE, World
 from tests.permissions.matrix import ACTIONS, CELLS, README, ROLES, expected, read_table
 
@@ -238,7 +240,8 @@ def analytics_page(w: World) -> str:
     return page_cell(w.page.get("/analytics/"))
 
 
-# --- issue 27: the thread verbs, bulk, claim/snooze, undo, tokens, notification settings ---
+# --- issue 27: the thread verbs, time travel, bulk, claim/snooze, undo, tokens, notification
+# settings ---
 
 
 def script_cell(response) -> str:
@@ -273,6 +276,33 @@ def update_state_langgraph(w: World) -> str:
         thread=w.done, kind=AuditEvent.Kind.THREAD_STATE_UPDATED
     ).exists()
     return changed(api_cell(response), updated)
+
+
+def forks_on_done(w: World) -> int:
+    return Run.objects.filter(thread=w.done, checkpoint_id__gt="").count()
+
+
+def history_page(w: World) -> str:
+    """The thread page's History (loaded when opened) lists the finished thread's steps."""
+    response = w.page.get(f"/threads/{w.done.pk}/history/", {"partial": "1"})
+    return listed(response, f'data-checkpoint="{w.step}"')
+
+
+def history_langgraph(w: World) -> str:
+    return listed(w.api("get", f"/langgraph/threads/{w.done.pk}/history"), w.step)
+
+
+def fork_page(w: World) -> str:
+    response = w.page.post(f"/threads/{w.done.pk}/fork/", {"checkpoint_id": w.step})
+    cell = explained(response, page_cell(response), "can fork it")
+    forked = AuditEvent.objects.filter(thread=w.done, kind=AuditEvent.Kind.THREAD_FORKED).exists()
+    return changed(cell, forked and forks_on_done(w) > 0)
+
+
+def fork_langgraph(w: World) -> str:
+    body = {"assistant_id": "approval", "checkpoint_id": w.step}
+    response = w.api("post", f"/langgraph/threads/{w.done.pk}/runs", body)
+    return changed(api_cell(response), forks_on_done(w) > 0)
 
 
 def bulk_page(w: World) -> str:
@@ -330,6 +360,48 @@ def notify_settings_page(w: World) -> str:
     return changed(page_cell(response), saved)
 
 
+def assistant_create_langgraph(w: World) -> str:
+    response = w.api("post", "/langgraph/assistants", {"graph_id": "approval", "name": "mine"})
+    return changed(api_cell(response), Assistant.objects.filter(name="mine").exists())
+
+
+def _requesters_assistant(w: World) -> str:
+    return assistant_create(user=w.requester, graph="approval", name="theirs").assistant_id
+
+
+def assistant_update_langgraph(w: World) -> str:
+    pk = _requesters_assistant(w)
+    response = w.api("patch", f"/langgraph/assistants/{pk}", {"name": "renamed"})
+    return changed(api_cell(response), Assistant.objects.get(pk=pk).name == "renamed")
+
+
+def assistant_delete_langgraph(w: World) -> str:
+    pk = _requesters_assistant(w)
+    response = w.api("delete", f"/langgraph/assistants/{pk}")
+    return changed(api_cell(response), not Assistant.objects.filter(pk=pk).exists())
+
+
+def store_put_langgraph(w: World) -> str:
+    from hitl.core.runs.graphs import store
+
+    store_clear()
+    body = {"namespace": ["matrix", w.role], "key": "k", "value": {"v": 1}}
+    response = w.api("put", "/langgraph/store/items", body)
+    return changed(api_cell(response), store().get(("matrix", w.role), "k") is not None)
+
+
+def store_get_langgraph(w: World) -> str:
+    from hitl.core.runs.graphs import store
+
+    store_clear()
+    store().put(("matrix", "read", w.role), "k", {"v": "secret"})
+    response = w.api(
+        "get", "/langgraph/store/items", {"namespace": f"matrix.read.{w.role}", "key": "k"}
+    )
+    cell = api_cell(response)
+    return cell if cell != "yes" or b"secret" in response.content else "yes, but no item"
+
+
 SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "start_thread": {
         "page": start_thread_page,
@@ -357,11 +429,19 @@ SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "run_delete": {"langgraph": run_delete_langgraph},
     "copy": {"langgraph": copy_langgraph},
     "update_state": {"langgraph": update_state_langgraph},
+    "history": {"page": history_page, "langgraph": history_langgraph},
+    "fork": {"page": fork_page, "langgraph": fork_langgraph},
     "bulk": {"page": bulk_page},
     "claim": {"claim": claim_page, "snooze": snooze_page},
     "undo": {"page": undo_page, "v1": undo_v1},
     "revoke_token": {"page": revoke_token_page},
     "notify_settings": {"page": notify_settings_page},
+    "assistant_create": {"langgraph": assistant_create_langgraph},
+    "store": {"put": store_put_langgraph, "get": store_get_langgraph},
+    "assistant_change": {
+        "update": assistant_update_langgraph,
+        "delete": assistant_delete_langgraph,
+    },
 }
 
 CASES = [

@@ -117,3 +117,20 @@ def dangerous_markup(html: str) -> list[str]:
             ):
                 bad.append(f"{tag}[{name}={value}]")
     return bad
+
+
+def checkpoints(thread, limit: int = 200) -> list[dict[str, Any]]:
+    """The thread's steps, newest first, as dicts (id, step, next nodes, values)."""
+    import json
+
+    from hitl.core.runs.history import thread_history_page
+
+    return [
+        {
+            "checkpoint_id": step.checkpoint_id,
+            "step": step.step,
+            "next": step.next,
+            "values": json.loads(step.values_json),
+        }
+        for step in thread_history_page(thread, limit=limit, with_values=True).steps
+    ]

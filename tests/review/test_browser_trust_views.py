@@ -55,6 +55,18 @@ def test_analytics_keeps_rule_decisions_apart_and_fits_a_small_phone(
     assert "rule" in page.text_content("#decisions-chart")
     # Nothing wider than the phone: no sideways scroll of the page.
     assert wide(page) <= 360
+    # The charts are drawn for the phone's width: their words stay readable, not shrunk
+    # to a third (the desk layout at 360 px drew 12 px text about 4 px high).
+    assert not page.is_visible("#decisions-chart") and page.is_visible("#decisions-chart-phone")
+    for chart in ("#decisions-chart-phone", "#latency-chart-phone"):
+        heights = page.eval_on_selector_all(
+            f"{chart} text", "els => els.map(e => e.getBoundingClientRect().height)"
+        )
+        assert heights and min(heights) >= 10, (chart, heights)
+    desk = page_at(asgi_server, admin_user.username, {"width": 1366, "height": 900})
+    desk.goto("/analytics/")
+    assert desk.is_visible("#decisions-chart") and not desk.is_visible("#decisions-chart-phone")
+    assert desk.errors == []
     assert page.errors == []
 
 

@@ -18,22 +18,30 @@ import uuid
 from functools import partial
 from typing import Any, Literal
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
-from hitl.api.langgraph import assistants, serializers, state, thread_verbs
+from hitl.api.langgraph import assistants, crons, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
+from hitl.api.langgraph import store as lg_store
 from hitl.api.langgraph.run_create import create_run
+from hitl.api.langgraph.run_http import (
+    name_run,
+    query_modes,
+    run_modes,
+    stream_response,
+    wait_seconds,
+)
 from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
     CheckpointIn,
     HistoryIn,
     RunCreateIn,
+    RunField,
     RunsCancelIn,
     StateCheckpointIn,
     StateUpdateIn,
@@ -41,17 +49,19 @@ from hitl.api.langgraph.schemas import (
     ThreadCreateIn,
     ThreadPatchIn,
     ThreadSearchIn,
+    refuse_unsupported,
 )
-from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.api.langgraph.streaming import STREAM_MODES
+from hitl.api.sse import sse_response
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import errors
 from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import check_storable
-from hitl.core.live import eventlog
 from hitl.core.live.events import RunEnd
 from hitl.core.live.waiting import ThreadSubscription, released, wait_for_run
 from hitl.core.models import Run, Thread
+from hitl.core.runs.assistants import assistant_get
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +94,8 @@ api = NinjaAPI(
 
 install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 api.add_router("/assistants", assistants.router)
-
-
-def _wait_seconds(requested: float | None = None) -> float:
-    limit = settings.HITL_API_WAIT_SECONDS
-    return limit if requested is None else max(0.0, min(requested, limit))
+api.add_router("/store", lg_store.router)
+api.add_router("/runs/crons", crons.router)
 
 
 # --- helpers --------------------------------------------------------------------
@@ -121,41 +128,7 @@ THREAD_STREAM_MODES = (*STREAM_MODES, "run_modes")
 
 # Repeated `?stream_mode=` query parameters (a list would otherwise be read from a body).
 MODES_QUERY = Query(None)
-
-
-def _location(request: HttpRequest, run: Run) -> str:
-    prefix = request.path.split("/threads/")[0].split("/runs")[0].rstrip("/")
-    return f"{prefix}/threads/{run.thread_id}/runs/{run.pk}"
-
-
-def _name_run(request: HttpRequest, response, run: Run) -> None:
-    response["Content-Location"] = _location(request, run)
-    # What langgraph_sdk reconnects to (GET, with Last-Event-ID) when the stream drops:
-    # absolute, so it resolves the same under any mount point.
-    response["Location"] = request.build_absolute_uri(_location(request, run) + "/stream")
-
-
-async def _stream_response(
-    request, sub: ThreadSubscription, run: Run, stream_mode
-) -> StreamingHttpResponse:
-    last_event_id = request.headers.get("Last-Event-ID") or None
-    if last_event_id and not stream_mode:
-        # A reconnect (langgraph_sdk GETs the Location) carries no modes: the run's own.
-        stream_mode = await sync_to_async(eventlog.saved_modes)(run.pk)
-    response = StreamingHttpResponse(
-        run_events(
-            sub=sub,
-            run=run,
-            stream_mode=stream_mode,
-            timeout=_wait_seconds(),
-            last_event_id=last_event_id,
-        ),
-        content_type="text/event-stream",
-    )
-    response["Cache-Control"] = "no-store"
-    response["X-Accel-Buffering"] = "no"
-    _name_run(request, response, run)
-    return response
+SELECT_QUERY = Query(None)
 
 
 async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless: bool):
@@ -167,7 +140,9 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
     except BaseException:
         await sub.close()
         raise
-    return await _stream_response(request, sub, run, body.stream_mode)
+    return await stream_response(
+        request, sub, run, body.stream_mode, cancel_on_disconnect=body.on_disconnect == "cancel"
+    )
 
 
 async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
@@ -176,7 +151,7 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
         run = await released(create_run)(request, body, thread_id, stateless=stateless)
         run = await wait_for_run(
             run.pk,
-            _wait_seconds(),
+            wait_seconds(),
             subscription=sub,
             known=run,
             fetch=_fetch_finished,
@@ -216,18 +191,11 @@ async def _finished_output(request, run: Run | None):
     if output is None:
         output = await released(serializers.run_output)(run)
     response = api.create_response(request, output, status=200)
-    _name_run(request, response, run)
+    name_run(request, response, run)
     return response
 
 
-SSE_RESPONSE = {
-    "responses": {
-        "200": {
-            "description": "Server-sent events: metadata, then the requested stream modes.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        }
-    }
-}
+SSE_RESPONSE = sse_response("Server-sent events: metadata, then the requested stream modes.")
 
 
 # --- meta -----------------------------------------------------------------------
@@ -238,7 +206,7 @@ def info(request):
     return {
         "version": "hitl-1",
         "langgraph_py_version": "1",
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "flags": {"assistants": True, "crons": True, "store": True, "langsmith": False},
         "host": {"kind": "hitl"},
     }
 
@@ -253,6 +221,7 @@ def ok(request):
 
 @api.post("/threads", response={200: dict, **ERRORS}, tags=["threads"])
 def threads_create(request, body: ThreadCreateIn):
+    refuse_unsupported(ttl=body.ttl, supersteps=body.supersteps)
     metadata = dict(body.metadata or {})
     if body.graph_id:
         metadata["graph_id"] = body.graph_id
@@ -273,9 +242,15 @@ def _threads_query(request, metadata: dict[str, Any] | None, status: str | None)
             qs = qs.filter(graph=value)
         elif key == "assistant_id":
             try:
-                qs = qs.filter(graph=lg_services.graph_for_assistant(str(value)))
+                assistant = assistant_get(str(value))
             except errors.NotFound:
                 qs = qs.none()
+            else:
+                qs = (
+                    qs.filter(graph=assistant.graph)
+                    if assistant.is_default
+                    else qs.filter(metadata__assistant_id=assistant.assistant_id)
+                )
         elif not key.isidentifier():
             raise errors.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
         else:
@@ -286,19 +261,24 @@ def _threads_query(request, metadata: dict[str, Any] | None, status: str | None)
 
 @api.post("/threads/search", response={200: list[dict], **ERRORS}, tags=["threads"])
 def threads_search(request, body: ThreadSearchIn):
-    if body.values:
-        raise errors.Invalid("Filtering threads by state values is not supported.")
+    refuse_unsupported(values=body.values, extract=body.extract)
     qs = _threads_query(request, body.metadata, body.status)
     if body.ids:
         qs = qs.filter(pk__in=body.ids)
     field = {"thread_id": "id"}.get(body.sort_by or "updated_at", body.sort_by or "updated_at")
     qs = qs.order_by(f"-{field}" if body.sort_order != "asc" else field, "id")
-    page = serializers.with_pending(qs[body.offset : body.offset + body.limit])
-    return [serializers.thread_json(t) for t in page]
+    page = qs[body.offset : body.offset + body.limit]
+    if body.select is None or {"values", "interrupts"} & set(body.select):
+        page = serializers.with_pending(page)
+        found = [serializers.thread_json(t) for t in page]
+    else:  # no state asked for: none read
+        found = [serializers.thread_json(t, with_values=False) for t in page]
+    return [serializers.selected(t, body.select) for t in found]
 
 
 @api.post("/threads/count", response={200: int, **ERRORS}, tags=["threads"])
 def threads_count(request, body: ThreadCountIn):
+    refuse_unsupported(values=body.values)
     return _threads_query(request, body.metadata, body.status).count()
 
 
@@ -309,6 +289,7 @@ def thread_get(request, thread_id: uuid.UUID):
 
 @api.patch("/threads/{thread_id}", response={200: dict, **ERRORS}, tags=["threads"])
 def thread_patch(request, thread_id: uuid.UUID, body: ThreadPatchIn):
+    refuse_unsupported(ttl=body.ttl)
     thread = lg_services.thread_update(
         thread=_thread_for(request, thread_id), user=request.user, metadata=body.metadata
     )
@@ -384,7 +365,7 @@ def thread_history_get(
 @api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = create_run(request, body, thread_id, stateless=False)
-    _name_run(request, response, run)
+    name_run(request, response, run)
     # The run as created (LangGraph answers "pending"), not as a worker may have it now.
     return serializers.run_json(run)
 
@@ -392,7 +373,7 @@ def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: Run
 @api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = create_run(request, body, None, stateless=True)
-    _name_run(request, response, run)
+    name_run(request, response, run)
     return serializers.run_json(run)
 
 
@@ -423,12 +404,21 @@ def runs_list(
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
     status: Literal["pending", "running", "error", "success", "timeout", "interrupted"]
     | None = None,
+    select: list[RunField] | None = SELECT_QUERY,
 ):
     thread = _thread_for(request, thread_id)
     runs = thread.runs.order_by("-created_at")
     if status:
         runs = runs.filter(status__in=serializers.RUN_STATUS_FILTER[status])
-    return [serializers.run_json(r, thread.graph) for r in runs[offset : offset + limit]]
+    page = runs[offset : offset + limit]
+    return [serializers.selected(serializers.run_json(r, thread.graph), select) for r in page]
+
+
+# Before /threads/{thread_id}/runs/{run_id}, which would take "crons" for a run id.
+@api.post("/threads/{thread_id}/runs/crons", response={200: dict, **ERRORS}, tags=["crons"])
+def thread_crons_create(request, thread_id: uuid.UUID, body: crons.CronCreateIn):
+    """Schedule runs of an assistant on this thread (a tick while it is busy is skipped)."""
+    return crons.create_cron(request, body, thread_id)
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])
@@ -446,13 +436,17 @@ def runs_delete(request, thread_id: uuid.UUID, run_id: uuid.UUID):
 def runs_cancel_many(
     request, body: RunsCancelIn, action: Literal["interrupt", "rollback"] = "interrupt"
 ):
-    if action == "rollback":
-        raise errors.Invalid("Rollback is not supported; cancel with action=interrupt.")
     if body.status and (body.thread_id or body.run_ids):
         raise errors.Invalid("Send either status, or thread_id with run_ids, not both.")
     if not body.status and not (body.thread_id and body.run_ids):
         raise errors.Invalid("Send status, or thread_id with run_ids.")
     thread = _thread_for(request, body.thread_id) if body.thread_id else None
+    if action == "rollback":
+        if thread is None:
+            raise errors.Invalid("Rollback names its runs: send thread_id with run_ids.")
+        for run in thread.runs.active().filter(pk__in=body.run_ids):
+            lg_services.run_cancel(run=run, user=request.user, action="rollback")
+        return 204, None
     thread_verbs.runs_cancel_many(
         user=request.user, thread=thread, run_ids=body.run_ids, status=body.status or ""
     )
@@ -469,10 +463,10 @@ def runs_cancel(
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ):
-    if action == "rollback":
-        raise errors.Invalid("Rollback is not supported; cancel with action=interrupt.")
     # Cancelling is immediate (the run row is marked at once), so `wait` needs no waiting.
-    run = lg_services.run_cancel(run=_run_for(request, thread_id, run_id), user=request.user)
+    run = lg_services.run_cancel(
+        run=_run_for(request, thread_id, run_id), user=request.user, action=action
+    )
     return serializers.run_json(run)
 
 
@@ -483,7 +477,7 @@ def runs_cancel(
 )
 async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     run = await released(_run_for)(request, thread_id, run_id)
-    run = await wait_for_run(run.pk, _wait_seconds(), fetch=_fetch_finished)
+    run = await wait_for_run(run.pk, wait_seconds(), fetch=_fetch_finished)
     return await _finished_output(request, run)
 
 
@@ -497,16 +491,19 @@ async def runs_join_stream(
     request,
     thread_id: uuid.UUID,
     run_id: uuid.UUID,
-    stream_mode: list[Literal[STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
+    stream_mode: list[str] | None = MODES_QUERY,
     cancel_on_disconnect: bool = False,
 ):
+    stream_mode = query_modes(stream_mode)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_run_for)(request, thread_id, run_id)
     except BaseException:
         await sub.close()
         raise
-    return await _stream_response(request, sub, run, stream_mode)
+    return await stream_response(
+        request, sub, run, stream_mode, cancel_on_disconnect=cancel_on_disconnect
+    )
 
 
 @api.get(
@@ -518,10 +515,11 @@ async def runs_join_stream(
 async def threads_join_stream(
     request,
     thread_id: uuid.UUID,
-    stream_mode: list[Literal[THREAD_STREAM_MODES]] | None = MODES_QUERY,  # type: ignore[valid-type]
+    stream_mode: list[str] | None = MODES_QUERY,
 ):
     """Follow the thread's current run (or its latest one) in the requested modes;
     `run_modes` (langgraph_sdk's default) in the modes that run was started with."""
+    stream_mode = query_modes(stream_mode, THREAD_STREAM_MODES)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_latest_run)(request, thread_id)
@@ -531,9 +529,8 @@ async def threads_join_stream(
         await sub.close()
         raise
     if stream_mode and "run_modes" in stream_mode:
-        run_modes = run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk)
-        stream_mode = [m for m in stream_mode if m != "run_modes"] + list(run_modes or [])
-    return await _stream_response(request, sub, run, stream_mode)
+        stream_mode = [m for m in stream_mode if m != "run_modes"] + await run_modes(run)
+    return await stream_response(request, sub, run, stream_mode)
 
 
 # A batch is one request: bounded like any other body.

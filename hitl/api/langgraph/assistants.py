@@ -1,50 +1,141 @@
-"""The assistants of the LangGraph-compatible API: the registered graphs."""
+"""The assistants of the LangGraph-compatible API: each registered graph's default one,
+and stored, versioned ones (hitl/core/runs/assistants.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponse
 from ninja import Router
 
 from hitl.api.errors import ERRORS
 from hitl.api.langgraph import serializers
-from hitl.api.langgraph import services as lg_services
-from hitl.api.langgraph.schemas import AssistantSearchIn
+from hitl.api.langgraph.schemas import (
+    AssistantCountIn,
+    AssistantCreateIn,
+    AssistantLatestIn,
+    AssistantPatchIn,
+    AssistantSearchIn,
+    AssistantVersionsIn,
+)
 from hitl.core import errors
+from hitl.core.errors import check_storable
 from hitl.core.registry import registry
+from hitl.core.runs.assistants import (
+    assistant_create,
+    assistant_delete,
+    assistant_get,
+    assistant_list,
+    assistant_set_latest,
+    assistant_update,
+    assistant_versions,
+)
+from hitl.core.runs.assistants import (
+    assistant_graph as graph_of,
+)
 
 router = Router()
 
 
+def _search(body: AssistantCountIn) -> list:
+    if body.graph_id is not None and body.graph_id not in registry.targets:
+        raise errors.NotFound(
+            f"No graph {body.graph_id!r}; registered: {', '.join(registry.names())}."
+        )
+    check_storable(body.metadata, "metadata")
+    return assistant_list(graph=body.graph_id, name=body.name, metadata=body.metadata)
+
+
+@router.post("", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_create_view(request, body: AssistantCreateIn):
+    """Create an assistant: a configured variant of a registered graph (version 1)."""
+    return serializers.assistant_json(
+        assistant_create(
+            user=request.user,
+            graph=body.graph_id,
+            config=body.config,
+            context=body.context,
+            metadata=body.metadata,
+            name=body.name,
+            description=body.description,
+            assistant_id=body.assistant_id,
+            if_exists=body.if_exists or "raise",
+        )
+    )
+
+
 @router.post("/search", response={200: list[dict], **ERRORS}, tags=["assistants"])
-def assistants_search(request, body: AssistantSearchIn):
-    graphs = registry.names()
-    if body.graph_id:
-        graphs = [g for g in graphs if g == body.graph_id]
-    if body.name:
-        graphs = [g for g in graphs if body.name.lower() in g.lower()]
-    items = [serializers.assistant_json(g) for g in graphs]
-    if body.metadata:
-        items = [a for a in items if body.metadata.items() <= a["metadata"].items()]
-    key = body.sort_by if body.sort_by in ("assistant_id", "graph_id", "name") else "name"
-    items.sort(key=lambda a: a[key], reverse=body.sort_order == "desc")
-    return items[body.offset : body.offset + body.limit]
+def assistants_search(request, body: AssistantSearchIn, response: HttpResponse):
+    items = [serializers.assistant_json(a) for a in _search(body)]
+    if body.sort_by is not None or body.sort_order is not None:
+        key = body.sort_by or "created_at"
+        items.sort(key=lambda a: (a[key], a["assistant_id"]), reverse=body.sort_order != "asc")
+    else:
+        items.sort(key=lambda a: a["name"])
+    page = items[body.offset : body.offset + body.limit]
+    if body.offset + body.limit < len(items):
+        response["X-Pagination-Next"] = str(body.offset + body.limit)
+    if body.select:
+        page = [{k: a[k] for k in body.select} for a in page]
+    return page
 
 
 @router.post("/count", response={200: int, **ERRORS}, tags=["assistants"])
-def assistants_count(request, body: AssistantSearchIn):
-    return len(assistants_search(request, body))
+def assistants_count(request, body: AssistantCountIn):
+    return len(_search(body))
 
 
 @router.get("/{assistant_id}", response={200: dict, **ERRORS}, tags=["assistants"])
-def assistant_get(request, assistant_id: str):
-    return serializers.assistant_json(lg_services.graph_for_assistant(assistant_id))
+def assistant_get_view(request, assistant_id: str):
+    return serializers.assistant_json(assistant_get(assistant_id))
+
+
+@router.patch("/{assistant_id}", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_update_view(request, assistant_id: str, body: AssistantPatchIn):
+    """Save a new version of the assistant and make it the current one."""
+    return serializers.assistant_json(
+        assistant_update(
+            user=request.user,
+            assistant_id=assistant_id,
+            graph=body.graph_id,
+            config=body.config,
+            context=body.context,
+            metadata=body.metadata,
+            name=body.name,
+            description=body.description,
+        )
+    )
+
+
+@router.delete("/{assistant_id}", response={204: None, **ERRORS}, tags=["assistants"])
+def assistant_delete_view(request, assistant_id: str, delete_threads: bool = False):
+    if delete_threads:
+        raise errors.Invalid(
+            "delete_threads is not supported: delete the assistant's threads with "
+            "threads.delete (each checks its own permission)."
+        )
+    assistant_delete(user=request.user, assistant_id=assistant_id)
+    return 204, None
+
+
+@router.post("/{assistant_id}/versions", response={200: list[dict], **ERRORS}, tags=["assistants"])
+def assistant_versions_view(request, assistant_id: str, body: AssistantVersionsIn):
+    check_storable(body.metadata, "metadata")
+    found = assistant_versions(assistant_id, metadata=body.metadata)
+    return [serializers.assistant_json(a) for a in found[body.offset : body.offset + body.limit]]
+
+
+@router.post("/{assistant_id}/latest", response={200: dict, **ERRORS}, tags=["assistants"])
+def assistant_set_latest_view(request, assistant_id: str, body: AssistantLatestIn):
+    return serializers.assistant_json(
+        assistant_set_latest(user=request.user, assistant_id=assistant_id, version=body.version)
+    )
 
 
 def _compiled(assistant_id: str):
     from hitl.core.runs.graphs import checkpointer
 
-    name = lg_services.graph_for_assistant(assistant_id)
+    name = graph_of(assistant_id)
     try:
         return registry.get(name, checkpointer())
     except Exception as exc:  # a registered target that does not import or compile
@@ -80,12 +171,12 @@ def _schemas(graph: Any, name: str) -> dict[str, Any]:
 
 @router.get("/{assistant_id}/schemas", response={200: dict, **ERRORS}, tags=["assistants"])
 def assistant_schemas(request, assistant_id: str):
-    return _schemas(_compiled(assistant_id), lg_services.graph_for_assistant(assistant_id))
+    return _schemas(_compiled(assistant_id), graph_of(assistant_id))
 
 
 def _subgraphs(assistant_id: str, namespace: str | None, recurse: bool) -> dict[str, Any]:
     graph = _compiled(assistant_id)
-    name = lg_services.graph_for_assistant(assistant_id)
+    name = graph_of(assistant_id)
     try:
         found = list(graph.get_subgraphs(namespace=namespace, recurse=recurse))
     except Exception as exc:  # a graph whose subgraphs LangGraph cannot list

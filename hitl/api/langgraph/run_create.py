@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from hitl.api.langgraph import services as lg_services
-from hitl.api.langgraph.schemas import RunCreateIn
+from hitl.api.langgraph.schemas import RunCreateIn, refuse_unsupported
 from hitl.api.langgraph.streaming import run_stream_modes
 from hitl.core import errors
 from hitl.core.db.retry import met_while_committing, retry_transient
@@ -17,6 +17,26 @@ from hitl.core.errors import Unavailable
 from hitl.core.models import Run
 
 log = logging.getLogger(__name__)
+
+# Modes LangGraph Server emits only on its protocol v2 event-streaming endpoints; its
+# runs endpoints (these) refuse them with this 422, and so do we.
+V2_ONLY_MODES = frozenset(("tools", "lifecycle"))
+
+
+class V2OnlyModes(errors.ServiceError):
+    status_code = 422
+
+
+def check_stream_modes(stream_mode) -> None:
+    """Refuse `tools` / `lifecycle` as LangGraph Server's runs endpoints do (422)."""
+    asked = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode or ())
+    v2_only = V2_ONLY_MODES.intersection(asked)
+    if v2_only:
+        raise V2OnlyModes(
+            f"stream_mode entries {sorted(v2_only)!r} are only supported on the v2 event "
+            "streaming endpoints (LangGraph Server's protocol v2), which HITL does not serve."
+        )
+
 
 # A client that sends edited arguments as text marks itself with this header.
 LENIENT_HEADER = "X-HITL-Lenient-Edits"
@@ -32,6 +52,7 @@ def create_run(
     thread is read for a run of this request's kind by this user created since the
     first attempt; found, it is the answer, else the request is made again.
     """
+    check_stream_modes(body.stream_mode)
     began = timezone.now()
     try:
         return _create_run_once(request, body, thread_id, stateless=stateless)
@@ -60,8 +81,12 @@ def _run_made_since(thread_id: uuid.UUID, kind: str, user, began) -> Run | None:
 def _create_run_once(
     request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
 ) -> Run:
-    if body.interrupt_before or body.interrupt_after:
-        raise errors.Invalid("interrupt_before/interrupt_after are not supported.")
+    refuse_unsupported(
+        after_seconds=body.after_seconds or None,
+        on_completion=body.on_completion if body.on_completion == "delete" else None,
+        durability=body.durability if body.durability not in (None, "sync") else None,
+        checkpoint_during=True if body.checkpoint_during is False else None,
+    )
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
     # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
     command = body.command.dict(exclude_unset=True) if body.command is not None else None
@@ -75,9 +100,13 @@ def _create_run_once(
         input=body.input,
         command=command,
         metadata=body.metadata,
+        config=body.config,
+        breakpoints={"before": body.interrupt_before, "after": body.interrupt_after},
+        multitask_strategy=body.multitask_strategy or "reject",
+        context=body.context,
         webhook=body.webhook,
         checkpoint_id=checkpoint_id,
-        stream_modes=run_stream_modes(body.stream_mode, body.stream_subgraphs),
+        stream_modes=run_stream_modes(body.stream_mode),
         stream_subgraphs=body.stream_subgraphs,
         lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
     )

@@ -8,20 +8,122 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from hitl.api.langgraph.streaming import STREAM_MODES
+from hitl.core import errors
 
 SortOrder = Literal["asc", "desc"]
+# What `select` may name in a thread (LangGraph Server's ThreadSelectField).
+ThreadField = Literal[
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "config",
+    "context",
+    "status",
+    "values",
+    "interrupts",
+]
 MAX_OFFSET = 1_000_000_000  # beyond it SQL OFFSET arithmetic would overflow
-StreamModes = list[Literal[STREAM_MODES]] | Literal[STREAM_MODES] | None  # type: ignore[valid-type]
+# "tools" and "lifecycle" parse, to be refused as LangGraph Server refuses them (run_create).
+_MODES = (*STREAM_MODES, "tools", "lifecycle")
+StreamModes = list[Literal[_MODES]] | Literal[_MODES] | None  # type: ignore[valid-type]
 
 
-class AssistantSearchIn(Schema):
+RunField = Literal[
+    "run_id",
+    "thread_id",
+    "assistant_id",
+    "created_at",
+    "updated_at",
+    "status",
+    "metadata",
+    "kwargs",
+    "multitask_strategy",
+]
+
+# Parameters of LangGraph Server that HITL refuses rather than ignore, and why (README).
+UNSUPPORTED = {
+    "ttl": "thread TTLs are not supported: HITL keeps threads with their audit trail "
+    "(delete them with threads.delete).",
+    "supersteps": "creating a thread from supersteps is not supported: create it, then "
+    "update_state.",
+    "values": "filtering threads by state values is not supported (state lives in the "
+    "checkpointer, not in the thread rows); filter by metadata or status.",
+    "extract": "extract is not supported; read the values with select or get_state.",
+    "after_seconds": "delayed runs are not supported: HITL queues a run at once.",
+    "on_completion": 'on_completion="delete" is not supported: HITL keeps every thread '
+    "with its audit trail (delete it with threads.delete).",
+    "durability": 'HITL checkpoints every step before the next (durability "sync"), so a '
+    "killed worker's run resumes without repeating side-effecting tools; send "
+    '"sync" or nothing.',
+    "checkpoint_during": "HITL checkpoints every step (checkpoint_during true); send true "
+    "or nothing.",
+}
+
+
+def refuse_unsupported(**sent: Any) -> None:
+    """A clear 400 for each parameter HITL does not support that the client set."""
+    for name, value in sent.items():
+        if value not in (None, [], {}):
+            raise errors.Invalid(f"{name}: {UNSUPPORTED[name]}")
+
+
+AssistantField = Literal[
+    "assistant_id",
+    "graph_id",
+    "name",
+    "description",
+    "config",
+    "context",
+    "metadata",
+    "version",
+    "created_at",
+    "updated_at",
+]
+
+
+class AssistantCountIn(Schema):
     graph_id: str | None = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
+
+
+class AssistantSearchIn(AssistantCountIn):
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0, le=MAX_OFFSET)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
+    select: list[AssistantField] | None = None
+
+
+class AssistantCreateIn(Schema):
+    graph_id: str
+    assistant_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    name: str | None = Field(None, max_length=200)
+    description: str | None = Field(None, max_length=10_000)
+
+
+class AssistantPatchIn(Schema):
+    graph_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = Field(None, max_length=200)
+    description: str | None = Field(None, max_length=10_000)
+
+
+class AssistantVersionsIn(Schema):
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+
+
+class AssistantLatestIn(Schema):
+    version: int = Field(..., ge=1)
 
 
 class ThreadCreateIn(Schema):
@@ -29,10 +131,13 @@ class ThreadCreateIn(Schema):
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     graph_id: str | None = None
+    ttl: Any = None  # refused (README: what HITL refuses)
+    supersteps: Any = None  # refused
 
 
 class ThreadPatchIn(Schema):
     metadata: dict[str, Any] = {}
+    ttl: Any = None  # refused
 
 
 class ThreadSearchIn(Schema):
@@ -44,10 +149,13 @@ class ThreadSearchIn(Schema):
     offset: int = Field(0, ge=0, le=MAX_OFFSET)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
+    select: list[ThreadField] | None = None
+    extract: Any = None  # refused
 
 
 class ThreadCountIn(Schema):
     metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None  # refused, as search refuses it
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
@@ -92,16 +200,17 @@ class RunCreateIn(Schema):
     stream_mode: StreamModes = None
     stream_subgraphs: bool = False
     stream_resumable: bool = False
-    multitask_strategy: Literal["reject"] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
     durability: Literal["sync", "async", "exit"] | None = None
-    interrupt_before: Any = None
-    interrupt_after: Any = None
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
     checkpoint: Any = None
     checkpoint_id: str | None = None
     after_seconds: int | None = None
+    checkpoint_during: bool | None = None
     feedback_keys: list[str] | None = None
 
 

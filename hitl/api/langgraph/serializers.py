@@ -11,7 +11,7 @@ from hitl.api.langgraph.services import assistant_id_for
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread
-from hitl.core.registry import registry
+from hitl.core.runs.assistants import AssistantSpec
 
 # Ours -> LangGraph's (ThreadStatus has no "done"; RunStatus has no "queued"/"cancelled").
 THREAD_STATUS = {
@@ -50,19 +50,20 @@ def _iso(value) -> str | None:
     return value.isoformat() if value else None
 
 
-def assistant_json(graph: str) -> dict[str, Any]:
+def assistant_json(assistant: AssistantSpec) -> dict[str, Any]:
+    """An assistant (or one of its versions); a default one's dates are the epoch, as
+    it is configuration (settings.HITL_GRAPHS), not a row."""
     return {
-        "assistant_id": assistant_id_for(graph),
-        "graph_id": graph,
-        "name": graph,
-        "description": None,
-        "config": {},
-        "context": {},
-        "metadata": {"created_by": "system", "target": registry.targets[graph]},
-        "version": 1,
-        # Assistants are configuration (settings.HITL_GRAPHS), not rows: no real date.
-        "created_at": "1970-01-01T00:00:00+00:00",
-        "updated_at": "1970-01-01T00:00:00+00:00",
+        "assistant_id": assistant.assistant_id,
+        "graph_id": assistant.graph,
+        "name": assistant.name,
+        "description": assistant.description,
+        "config": assistant.config,
+        "context": assistant.context,
+        "metadata": assistant.metadata,
+        "version": assistant.version,
+        "created_at": _iso(assistant.created_at),
+        "updated_at": _iso(assistant.updated_at),
     }
 
 
@@ -121,6 +122,11 @@ def thread_json(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
     return data
 
 
+def selected(data: dict[str, Any], select: list[str] | None) -> dict[str, Any]:
+    """Only the fields `select` names (all without it), as LangGraph Server's select."""
+    return data if not select else {k: data[k] for k in select if k in data}
+
+
 def _error_line(error: str) -> str:
     return error_line(error)
 
@@ -130,19 +136,24 @@ def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"webhook": run.webhook or None}
     if run.kind == Run.Kind.RESUME:
         kwargs["input"] = None
-        kwargs["command"] = {"resume": (run.input or {}).get("resume")}
+        kwargs["command"] = {"resume": (run.input or {}).get("resume"), **(run.command or {})}
+    elif run.command:
+        kwargs["input"] = None
+        kwargs["command"] = dict(run.command)
     else:
         kwargs["input"] = run.input
         kwargs["command"] = None
+    kwargs["config"] = run.config or {}
+    kwargs["context"] = run.context or {}
     data: dict[str, Any] = {
         "run_id": str(run.pk),
         "thread_id": str(run.thread_id),
-        "assistant_id": assistant_id_for(graph),
+        "assistant_id": run.assistant_id or assistant_id_for(graph),
         "created_at": _iso(run.created_at),
         "updated_at": _iso(run.finished_at or run.started_at or run.created_at),
         "status": RUN_STATUS.get(run.status, run.status),
         "metadata": run.metadata or {},
-        "multitask_strategy": "reject",
+        "multitask_strategy": run.multitask_strategy or "reject",
         "kwargs": kwargs,
     }
     if run.status == Run.Status.CANCELLED:

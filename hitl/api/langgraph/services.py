@@ -14,32 +14,35 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from hitl.core import errors, runs
-from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
+from hitl.core.access.permissions import (
+    user_can_cancel_thread,
+    user_can_run_thread,
+    user_can_view_thread,
+)
 from hitl.core.db import statements
+from hitl.core.db.retry import retry_transient
 from hitl.core.decisions.resume import resume_command
 from hitl.core.errors import check_storable
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
+from hitl.core.runs import multitask
+from hitl.core.runs.assistants import assistant_get, default_assistant_id
+from hitl.core.runs.config import run_config_merge
 from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
-ASSISTANT_NAMESPACE = uuid.UUID("6f1d5a52-3f7e-4c7b-9f35-7d0f3c4b2a11")
-
-
-def assistant_id_for(graph: str) -> str:
-    """A stable assistant id per registered graph (LangGraph's default assistants)."""
-    return str(uuid.uuid5(ASSISTANT_NAMESPACE, graph))
+# A registered graph's default assistant id (the graph name works too).
+assistant_id_for = default_assistant_id
 
 
 def graph_for_assistant(assistant_id: str) -> str:
     """The graph an assistant id (or a graph name, as LangGraph also accepts) names."""
-    if assistant_id in registry.targets:
-        return assistant_id
-    for name in registry.names():
-        if assistant_id_for(name) == assistant_id:
-            return name
-    raise errors.NotFound(
-        f"No assistant {assistant_id!r}; registered graphs: {', '.join(registry.names())}."
-    )
+    return assistant_get(assistant_id).graph
+
+
+def assistant_defaults(assistant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config and context an assistant gives its runs (a registered graph: none)."""
+    assistant = assistant_get(assistant_id)
+    return dict(assistant.config), dict(assistant.context)
 
 
 def _check_metadata(metadata: Any) -> dict[str, Any]:
@@ -113,6 +116,10 @@ def run_create(
     stream_subgraphs: bool = False,
     thread_id: uuid.UUID | None = None,
     if_not_exists: str | None = None,
+    config: Any = None,
+    context: Any = None,
+    multitask_strategy: str = "reject",
+    breakpoints: dict[str, Any] | None = None,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -121,8 +128,21 @@ def run_create(
     thread the user cannot see is a 404; `if_not_exists="create"` creates a missing
     one). The whole call is one transaction: a refused resume leaves no thread behind.
     """
-    graph = graph_for_assistant(assistant_id)
+    assistant = assistant_get(assistant_id)
+    graph = assistant.graph
+    # The run keeps the assistant's version it started with (its config and context).
+    on_assistant = {
+        "assistant_id": "" if assistant.is_default else assistant.assistant_id,
+        "assistant_version": None if assistant.is_default else assistant.version,
+    }
     metadata = _check_metadata(metadata)
+    base_config, base_context = dict(assistant.config), dict(assistant.context)
+    run_config, run_context = run_config_merge(
+        config=config,
+        context=context,
+        assistant_config=base_config,
+        assistant_context=base_context,
+    )
     check_storable(input, "input")
     check_storable(command, "command")
     if webhook:
@@ -130,21 +150,16 @@ def run_create(
             webhook_check_url(webhook)
         except WebhookNotAllowed as exc:
             raise errors.Invalid(str(exc)) from None
+    breakpoints = check_breakpoints(graph, breakpoints)
+    steer: dict[str, Any] = {}
     if command is not None:
-        unsupported = sorted(k for k, v in command.items() if v is not None and k != "resume")
-        if unsupported:
-            raise errors.Invalid(
-                f"Unsupported command field(s): {', '.join(unsupported)}; only resume is supported."
-            )
-        if "resume" not in command:
-            raise errors.Invalid('A command needs "resume".')
-        if input is not None:
+        steer = check_command(graph, command)
+        if "resume" not in command and not steer:
+            raise errors.Invalid('A command needs "resume", "update" or "goto".')
+        # Agent Chat UI sends `input: {}` beside its command: empty input is no input.
+        if input not in (None, {}, [], ""):
             raise errors.Invalid("Send either input or command, not both.")
-        if checkpoint_id:
-            raise errors.Invalid(
-                "A resume answers the latest checkpoint's interrupts; start a run from an "
-                "earlier checkpoint with input instead."
-            )
+        input = None
     with transaction.atomic():
         locked = False
         if thread_id is not None:
@@ -156,11 +171,37 @@ def run_create(
                 raise errors.NotFound(f"Thread {thread_id} not found.")
             locked = thread is not None
         if thread is None:
-            thread = thread_create(user=user, thread_id=new_thread_id, metadata={"graph_id": graph})
+            thread_metadata = {"graph_id": graph}
+            if not assistant.is_default:
+                thread_metadata["assistant_id"] = assistant.assistant_id
+            thread = thread_create(user=user, thread_id=new_thread_id, metadata=thread_metadata)
         if checkpoint_id:
             check_checkpoint(thread, checkpoint_id)
-        if command is None:
+            if command is not None and checkpoint_id != head_checkpoint_id(thread):
+                raise errors.Invalid(
+                    "A resume answers the latest checkpoint's interrupts; start a run from "
+                    "an earlier checkpoint with input instead."
+                )
+        if (
+            not assistant.is_default
+            and thread.metadata.get("assistant_id") != assistant.assistant_id
+        ):
+            # As LangGraph Server: the thread names the assistant its latest run is on.
+            thread.metadata = {**thread.metadata, "assistant_id": assistant.assistant_id}
+            Thread.objects.filter(pk=thread.pk).update(metadata=thread.metadata)
+        if command is not None and "resume" not in command:
+            # update/goto alone: a step from (a copy of) the latest checkpoint, so a task
+            # that pauses again does so under a new interrupt id; the pause's interrupts
+            # are superseded, as LangGraph Server goes on without them.
+            checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
+        if command is None and input is None and at_breakpoint(thread):
+            # A LangGraph client continues from a breakpoint with no input: from (a
+            # copy of) the checkpoint it stopped at.
+            checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
+        if command is None or "resume" not in command:
             return runs.run_start(
+                breakpoints=breakpoints,
+                command=steer,
                 graph=graph,
                 input=input,
                 user=user,
@@ -171,12 +212,23 @@ def run_create(
                 stream_modes=stream_modes,
                 stream_subgraphs=stream_subgraphs,
                 thread_locked=locked,
+                **on_assistant,
+                run_config=run_config,
+                run_context=run_context,
+                supersede=True,
+                multitask_strategy=multitask_strategy,
             )
         if thread.graph != graph:
             raise errors.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
-        fields = {"metadata": metadata, "webhook": webhook or ""}
+        fields = {"metadata": metadata, "webhook": webhook or "", **on_assistant}
+        if config is not None or context is not None or base_config or base_context:
+            # Else the resume inherits the paused run's (as a reviewer's answer does).
+            fields.update(config=run_config, context=run_context)
         if stream_modes:
             fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
+        if steer:
+            fields["command"] = steer
+        fields["breakpoints"] = breakpoints  # a client's resume: only its own
         return resume_command(
             thread=thread,
             user=user,
@@ -185,6 +237,54 @@ def run_create(
             lenient=lenient,
             thread_locked=locked,
         )
+
+
+def check_command(graph: str, command: dict[str, Any]) -> dict[str, Any]:
+    """A command's `goto` and `update` (its resume aside), checked: a goto names nodes of
+    the graph (or __end__), or sends {"node", "input"} to one."""
+    from hitl.core.runs.graphs import checkpointer
+
+    steer = {k: command[k] for k in ("goto", "update") if command.get(k) is not None}
+    goto = steer.get("goto")
+    if goto is not None:
+        nodes = set(registry.get(graph, checkpointer()).nodes) - {"__start__"}
+        for target in goto if isinstance(goto, list) else [goto]:
+            node = target.get("node") if isinstance(target, dict) else target
+            if isinstance(target, dict) and set(target) - {"node", "input"}:
+                raise errors.Invalid('A goto Send is {"node": ..., "input": ...}.')
+            if not isinstance(node, str) or (node not in nodes and node != "__end__"):
+                names = ", ".join(sorted(n for n in nodes if not n.startswith("__")))
+                raise errors.Invalid(f"command.goto must name a node ({names}) or __end__.")
+    update = steer.get("update")
+    if update is not None and not isinstance(update, (dict, list)):
+        raise errors.Invalid("command.update must be an object or a list of [key, value] pairs.")
+    return steer
+
+
+def check_breakpoints(graph: str, breakpoints: dict[str, Any] | None) -> dict[str, Any]:
+    """interrupt_before / interrupt_after: "*" or nodes of the graph."""
+    from hitl.core.runs.graphs import checkpointer
+
+    out = {k: v for k, v in (breakpoints or {}).items() if v not in (None, [])}
+    if not out:
+        return {}
+    nodes = set(registry.get(graph, checkpointer()).nodes) - {"__start__"}
+    for when, names in out.items():
+        for name in [] if names == "*" else names:
+            if name not in nodes:
+                known = ", ".join(sorted(n for n in nodes if not n.startswith("__")))
+                raise errors.Invalid(
+                    f'interrupt_{when} must be "*" or nodes of the graph ({known}).'
+                )
+    return out
+
+
+def at_breakpoint(thread: Thread) -> bool:
+    """Whether the thread is paused at a breakpoint (and at nothing else)."""
+    if thread.status != Thread.Status.INTERRUPTED:
+        return False
+    pending = list(thread.interrupts.pending().values_list("interrupt_id", flat=True))
+    return bool(pending) and all(i.startswith(runs.BREAKPOINT) for i in pending)
 
 
 def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:
@@ -207,11 +307,55 @@ def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
         raise errors.NotFound(f"Thread {thread.pk} has no checkpoint {checkpoint_id!r}.")
 
 
-def run_cancel(*, run: Run, user) -> Run:
-    """Cancel a queued or running run, or withdraw the interrupts a paused run waits on."""
-    waiting = run.status == Run.Status.INTERRUPTED and run.interrupts.pending().exists()
-    if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) and not waiting:
-        raise errors.Conflict(f"The run is already {run.status}.")
+@retry_transient
+def _run_rollback(*, run: Run, user) -> Run:
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        if not user_can_cancel_thread(user, thread):
+            raise errors.Forbidden(
+                "Only the thread's requester (or a user with the hitl.review_all or "
+                "hitl.change_thread permission) can cancel its runs."
+            )
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+            raise errors.NotFound(f"Run {run.pk} is {run.status}: nothing to cancel.")
+        back_to = multitask.runs_stop(
+            thread=thread, user=user, action="rollback", reason="rolled back", runs=[run]
+        )
+        if not thread.runs.active().exists():
+            thread.status = Thread.Status.IDLE
+            thread.save(update_fields=["status", "updated_at"])
+            runs.announce_thread(thread)
+        if back_to:
+            transaction.on_commit(lambda: multitask.state_back_to(thread, back_to))
+    run.status = Run.Status.CANCELLED
+    return run
+
+
+def head_checkpoint_id(thread: Thread) -> str | None:
+    """The id of the thread's latest checkpoint (what useStream names in a resume)."""
+    from hitl.core.runs.graphs import checkpointer
+
+    config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
+    latest = checkpointer().get_tuple(config)
+    return latest.config["configurable"].get("checkpoint_id") if latest else None
+
+
+def run_cancel(*, run: Run, user, action: str = "interrupt") -> Run:
+    """Cancel a queued or running run. As LangGraph Server, any other run (a paused one
+    included) is not found among the cancellable: its interrupts are withdrawn by "mark
+    as resolved" (update_state as __end__), new input, or cancelling the thread.
+
+    action "rollback" also deletes the run and takes the thread's state back to what it
+    was before it (LangGraph's rollback).
+    """
+    if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        raise errors.NotFound(
+            f"Run {run.pk} is {run.status}, not pending or running: nothing to cancel. "
+            "To withdraw a paused run's interrupts, update the thread's state as __end__."
+        )
+    if action == "rollback":
+        return _run_rollback(run=run, user=user)
     runs.thread_cancel(thread=run.thread, user=user)
     run.refresh_from_db()
     return run

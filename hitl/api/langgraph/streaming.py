@@ -5,17 +5,21 @@ thread's channel group (see hitl.core.live.agui): STATE_SNAPSHOT events become `
 RAW "langgraph" events carry the `updates`, `messages` and `custom` chunks verbatim.
 `debug`, `tasks`, `checkpoints` and subgraph chunks (named `mode|<namespace>`, as
 LangGraph Server names them) are streamed by the worker only for runs started with
-those modes (Run.stream_modes). The `events` mode is an approximation built from the
-others (chat model stream + node ends): the worker runs graphs with the sync `stream`,
-and astream_events v2 has no sync counterpart.
+those modes (Run.stream_modes); a run started with modes streams them from its start,
+whoever listens, so a later join gets them too. So is the `events` mode: for a run
+started with it the worker runs the graph with `astream_events` (v2) and its events come
+as RAW "events" chunks, as LangGraph Server sends them. A client that asks for `events`
+of a run started without it (a thread stream) gets an approximation built from the
+other modes (chat model stream + node ends).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -52,11 +56,14 @@ STREAM_MODES = (
     "tasks",
     "checkpoints",
 )
-# Modes the worker streams only for a run started with them (Run.stream_modes).
-WORKER_MODES = frozenset(("debug", "tasks", "checkpoints"))
 KEEPALIVE_SECONDS = 15.0
+# Cancels started for clients that left mid-run (a reference keeps each task alive).
+_disconnects: set[asyncio.Task] = set()
 # The id of the closing values part: a client back with it has had the whole run.
 FINAL_ID = "final"
+# Last-Event-ID "-1": from the run's start (the JS SDK's rejoin); the log's first entry.
+FROM_START = "-1"
+FIRST_ENTRY = "0-0"
 # After the database says the run ended, how long to wait for its last events.
 
 
@@ -80,11 +87,10 @@ _CHUNK_CLASSES = {
 }
 
 
-def run_stream_modes(stream_mode: Any, subgraphs: bool) -> list[str]:
-    """The modes a new run keeps for its worker: none unless they ask it for more than
-    the thread stream carries (so a plain run costs the worker nothing extra)."""
-    modes = normalize_modes(stream_mode)
-    return modes if subgraphs or WORKER_MODES.intersection(modes) else []
+def run_stream_modes(stream_mode: Any) -> list[str]:
+    """The modes a new run keeps: the worker streams every one of them from the run's
+    start, whoever listens (a join or reconnect at any moment gets them all)."""
+    return normalize_modes(stream_mode)
 
 
 def _checkpoint_of(config: Any) -> dict[str, Any] | None:
@@ -125,9 +131,13 @@ def _debug(chunk: Any) -> Any:
 class _Translator:
     """Turns the thread's AG-UI/RAW events into LangGraph SSE parts for some modes."""
 
-    def __init__(self, run_id: str, modes: list[str]):
+    def __init__(self, run_id: str, modes: list[str], native_events: bool = False):
         self.run_id = run_id
         self.modes = set(modes)
+        # The worker streams astream_events' own events (the run was started with the
+        # `events` mode): they go on verbatim, with no approximation next to them.
+        self.native_events = native_events
+        self.approximate = "events" in self.modes and not native_events
         self.last_values: Any = None
         # Message id -> the chunks so far (None: a whole message).
         self.partial: dict[str, Any] = {}
@@ -145,7 +155,7 @@ class _Translator:
         if mode == "updates":
             if "updates" in self.modes:
                 out.append(sse(name, data))
-            if "events" in self.modes and isinstance(data, dict) and not ns:
+            if self.approximate and isinstance(data, dict) and not ns:
                 for node, update in data.items():
                     out.append(self._event("on_chain_end", node, {"output": update}))
         elif mode == "values" and not ns:  # the root's values with the pause's interrupts
@@ -153,6 +163,9 @@ class _Translator:
         elif mode in ("custom", "values", "tasks", "checkpoints"):
             if mode in self.modes:
                 out.append(sse(name, data))
+        elif mode == "events":
+            if "events" in self.modes and not ns:
+                out.append(sse("events", data))
         elif mode == "debug":
             if "debug" in self.modes:
                 out.append(sse(name, _debug(data)))
@@ -162,7 +175,7 @@ class _Translator:
                 out.append(sse(name, data))
             if "messages" in self.modes and isinstance(message, dict):
                 out.extend(self._messages(message, metadata))
-            if "events" in self.modes and not ns:
+            if self.approximate and not ns:
                 name = (metadata or {}).get("langgraph_node") or "model"
                 out.append(self._event("on_chat_model_stream", name, {"chunk": message}, metadata))
         return out
@@ -251,35 +264,51 @@ async def run_events(
     stream_mode: Any,
     timeout: float,
     last_event_id: str | None = None,
+    on_disconnect: Callable[[], Awaitable[Any]] | None = None,
 ) -> AsyncIterator[bytes]:
     """Stream one run until it ends (or `timeout`), then close `sub`.
+
+    `on_disconnect` (a client's `on_disconnect="cancel"`, `cancel_on_disconnect`) is
+    called when the client goes away before the run ended.
 
     Every part from a logged event has the id `<log entry id>#<n>`; a client that comes
     back with `last_event_id` (a web restart, a dropped connection) gets what followed
     it, from the thread's event log, then the live rest: nothing missed, nothing twice.
     """
     run_id = str(run.pk)
+    over = False
     modes = normalize_modes(stream_mode)
-    translate = _Translator(run_id, modes)
-    resume_from = _parse_last_id(last_event_id)
+    translate = _Translator(run_id, modes, "events" in (run.stream_modes or ()))
+    # "-1" (useStream's rejoin after a reload): everything, from the run's start.
+    from_start = last_event_id == FROM_START
+    resume_from = (FIRST_ENTRY, -1) if from_start else _parse_last_id(last_event_id)
     try:
         await sync_to_async(eventlog.mark_resumable)(run.thread_id, run_id, modes)
         if last_event_id == FINAL_ID:
             return  # the client has had everything, the final values included
         seen: tuple[int, int] | None = None
-        if resume_from is None:
+        if resume_from is None or from_start:
             yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
-            if "events" in modes:
+            if translate.approximate:
                 current = await fetch_run(run_id)
                 graph = current.thread.graph if current else ""
                 yield translate._event("on_chain_start", graph, {})
-        else:
+        if resume_from is not None:
             # Replay what the log holds after the client's last part, up to the run's end.
             seq, index = resume_from
-            translate.last_values = await sync_to_async(_paused_values)(run.thread_id, run_id, seq)
+            if not from_start:
+                translate.last_values = await sync_to_async(_paused_values)(
+                    run.thread_id, run_id, seq
+                )
             logged = await sync_to_async(eventlog.read_from)(run.thread_id, seq)
+            started = not from_start
             for entry, event in logged:
                 kind = event.get("type")
+                if not started:
+                    # The thread's log also holds its earlier runs: this one's from its start.
+                    started = kind == "RUN_STARTED" and event.get("runId") == run_id
+                    if not started:
+                        continue
                 if kind in ("RUN_FINISHED", "RUN_ERROR") and (
                     kind == "RUN_ERROR" or event.get("runId") == run_id
                 ):
@@ -301,6 +330,7 @@ async def run_events(
             for n, part in enumerate(_parts(translate, event)):
                 last_sent = time.monotonic()
                 yield _with_id(part, f"{seq}#{n}") if seq else part
+        over = True  # whatever follows, the client did not leave before the run's end
         final = await fetch_run(run_id)
         if final is None:
             return
@@ -330,7 +360,7 @@ async def run_events(
                 values, _ = await released(state.thread_values)(final.thread)
                 for part in translate.values(values):
                     yield _with_id(part, FINAL_ID)
-        if "events" in modes:
+        if translate.approximate:
             yield translate._event(
                 "on_chain_end", final.thread.graph, {"output": translate.last_values}
             )
@@ -338,4 +368,10 @@ async def run_events(
         log.exception("stream of run %s failed", run_id)
         yield sse("error", {"error": type(exc).__name__, "message": str(exc)[:1000]})
     finally:
+        if on_disconnect is not None and not over:
+            # The client left mid-run: the request's task is being cancelled, so the
+            # cancel runs as a task of its own (kept until done).
+            task = asyncio.ensure_future(on_disconnect())
+            _disconnects.add(task)
+            task.add_done_callback(_disconnects.discard)
         await sub.close()

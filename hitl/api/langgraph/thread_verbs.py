@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from hitl.api.langgraph import state
 from hitl.core import audit, errors, runs
@@ -22,7 +23,7 @@ from hitl.core.access.permissions import (
     user_can_change_thread,
 )
 from hitl.core.live import events
-from hitl.core.models import AuditEvent, Run, Thread
+from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,24 @@ def _checkpointer():
 
 
 def thread_delete(*, thread: Thread, user) -> None:
-    """Delete a thread, its runs, interrupts and checkpoints (its audit trail stays)."""
+    """Delete a thread, its runs, interrupts and checkpoints (its audit trail stays).
+
+    As LangGraph Server, a busy thread's runs are cancelled with it: the worker notices
+    its run is gone within a lease tick and stops it.
+    """
     _may_change(user, thread)
     thread_id = str(thread.pk)
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        if thread.status == Thread.Status.BUSY:
-            raise errors.Conflict("The thread has a run in progress: cancel it first.")
+        for run_id, status in thread.runs.active().values_list("pk", "status"):
+            audit.audit_record(
+                kind=AuditEvent.Kind.RUN_CANCELLED,
+                thread=thread,
+                run_id=run_id,
+                actor=user,
+                # The run row goes with the thread: its id stays in the data.
+                data={"was": status, "reason": "thread deleted", "run_id": str(run_id)},
+            )
         audit.audit_record(
             kind=AuditEvent.Kind.THREAD_DELETED,
             thread=thread,
@@ -73,16 +85,14 @@ def _delete_checkpoints(thread_id: str) -> None:
 def thread_copy(*, thread: Thread, user) -> Thread:
     """A new thread with the same graph, metadata and checkpoint history.
 
-    A thread waiting on reviewers is refused: its interrupts belong to it, and a copy
-    could not be answered in the inbox.
+    As LangGraph Server, a paused thread's copy is paused too: its pending requests are
+    copied (new rows, on a run of the copy standing for the pause), answerable in the
+    inbox on their own; the copied checkpoints resume with their answers.
     """
     _may_change(user, thread)
     if thread.status == Thread.Status.BUSY:
         raise errors.Conflict("The thread has a run in progress: copy it when it pauses.")
-    if thread.interrupts.pending().exists():
-        raise errors.Conflict(
-            "The thread waits on reviewers: answer or cancel its interrupts before copying."
-        )
+    pending = list(thread.interrupts.pending().select_related("run").order_by("created_at"))
     saver = _checkpointer()
     new_id = uuid.uuid4()
     with transaction.atomic():
@@ -102,7 +112,57 @@ def thread_copy(*, thread: Thread, user) -> Thread:
             data={"source_thread_id": str(thread.pk)},
         )
         _copy_checkpoints(saver, str(thread.pk), str(new_id))
+        if pending:
+            _copy_pause(copy, pending, user)
     return copy
+
+
+# Not copied: the copy's rows start fresh (no claims, approvals or answers yet).
+_NOT_COPIED = {"id", "thread", "run", "status", "created_at", "approval_round", "approval_args"}
+
+
+def _copy_pause(copy: Thread, pending: list[Any], user) -> None:
+    """Give `copy` the pause of its source: a paused run and a row per pending request."""
+    now = timezone.now()
+    source = pending[0].run
+    run = Run.objects.create(
+        thread=copy,
+        kind=Run.Kind.START,
+        status=Run.Status.INTERRUPTED,
+        input=source.input,
+        metadata={**source.metadata, "copied_from_run_id": str(source.pk)},
+        config=source.config,
+        context=source.context,
+        breakpoints=source.breakpoints,
+        created_by=user if user.is_authenticated else None,
+        started_at=now,
+        finished_at=now,
+    )
+    fields = [f.name for f in HumanInterrupt._meta.concrete_fields if f.name not in _NOT_COPIED]
+    rows = [
+        HumanInterrupt(thread=copy, run=run, **{f: getattr(row, f) for f in fields})
+        for row in pending
+    ]
+    HumanInterrupt.objects.bulk_create(rows)
+    for row in rows:
+        audit.audit_record(
+            kind=AuditEvent.Kind.INTERRUPT_CREATED,
+            thread=copy,
+            run=run,
+            interrupt=row,
+            actor=user,
+            data={**audit.interrupt_created_data(row), "copied": True},
+        )
+        transaction.on_commit(
+            lambda row=row: events.publish_interrupt_changed(
+                thread_id=copy.pk,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
+                status="pending",
+            )
+        )
+    copy.status = Thread.Status.INTERRUPTED
+    copy.save(update_fields=["status", "updated_at"])
 
 
 def _copy_checkpoints(saver, source: str, target: str) -> None:
@@ -130,7 +190,7 @@ def thread_update_state(
 
     `values=None, as_node="__end__"` is the Agent Inbox's "mark as resolved": it withdraws
     the pending interrupts (as cancelling does). Other updates need a thread with no run
-    in progress and no pending interrupts (answer those instead).
+    in progress; on a paused thread they supersede its pending interrupts.
     """
     if as_node == "__end__" and values in (None, {}):
         thread = runs.thread_cancel(thread=thread, user=user)
@@ -147,10 +207,13 @@ def thread_update_state(
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
         if thread.status == Thread.Status.BUSY:
             raise errors.Conflict("The thread has a run in progress: update it when it pauses.")
-        if thread.interrupts.pending().exists():
-            raise errors.Conflict(
-                "The thread waits on reviewers: answer its interrupts (or cancel them) first."
-            )
+        if thread.status == Thread.Status.INTERRUPTED or thread.interrupts.pending().exists():
+            # As LangGraph Server: the update goes on from the pause, whose interrupts
+            # are superseded (withdrawn, audited, gone live from every page).
+            runs.interrupts_withdraw(thread=thread, user=user, reason=runs.SUPERSEDED)
+            thread.status = Thread.Status.IDLE
+            thread.save(update_fields=["status", "updated_at"])
+            runs.announce_thread(thread)
         config = state._config(thread, checkpoint_id)
         try:
             new_config = graph.update_state(config, values, as_node=as_node)

@@ -175,3 +175,19 @@ def group_policy(group: Group) -> ReviewerGroupPolicy | None:
             .first()
         ),
     )
+
+
+def user_can_change_assistant(user, assistant) -> bool:
+    """Change, re-version or delete an assistant: its creator, or the model permission
+    (hitl.change_assistant) that also manages assistants in admin."""
+    if not user.is_authenticated:
+        return False
+    if user.is_superuser or (assistant.created_by_id and assistant.created_by_id == user.pk):
+        return True
+    return user.has_perm("hitl.change_assistant")
+
+
+def user_can_use_store(user) -> bool:
+    """Read and write LangGraph's store over the API: it is every graph's shared memory
+    (any user's, any thread's), so it takes a permission; graphs use it freely."""
+    return bool(user.is_authenticated and (user.is_superuser or user.has_perm("hitl.use_store")))

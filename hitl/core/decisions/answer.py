@@ -22,7 +22,8 @@ from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_stora
 from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.runs import dispatch
-from hitl.core.runs.start import announce_thread, enqueue_on_commit
+from hitl.core.runs.pauses import announce_thread
+from hitl.core.runs.start import enqueue_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +235,7 @@ def interrupt_resolve(
                 who = row.responded_by.get_username() if row.responded_by else "someone"
                 if row.decided_by_rule:
                     who = f"rule {row.decided_by_rule}"
-                if row.undo_until is not None:
+                if row.undo_until is not None and row.undo_until > timezone.now():
                     raise Conflict(f"Already answered by {who} (who may still undo it).")
                 raise Conflict(f"Already answered by {who}.")
             raise Conflict(f"This interrupt is {row.status}.")
@@ -401,6 +402,12 @@ def resume_when_answered(
     fields = dict(run_fields or {})
     # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
     fields["webhook"] = fields.get("webhook") or (row.run.webhook if row.run_id else "")
+    # The graph goes on with the config and context it paused with, unless the resume
+    # request brought its own (a /langgraph client's config or context).
+    if "config" not in fields and row.run_id:
+        fields.update(config=row.run.config, context=row.run.context)
+    if "breakpoints" not in fields and row.run_id:
+        fields["breakpoints"] = row.run.breakpoints
     run = Run(
         thread=thread,
         kind=Run.Kind.RESUME,

@@ -11,6 +11,24 @@ from hitl.core.models import AuditEvent, DecisionRule, HumanInterrupt, RuleHit
 
 # A rule's outcome and the human decision type that agrees with it.
 AGREES = {"accept": "accept", "ignore": "ignore", "respond": "response"}
+WOULD_HAVE = {"accept": "accepted", "ignore": "ignored", "respond": "answered"}
+
+
+def dry_run_opinions(rows: list[HumanInterrupt]) -> dict[Any, list[str]]:
+    """What the dry-run rules that matched each interrupt would have done with it, as the
+    card says it ("Rule internal-mail v2 would have accepted this."): one query for all."""
+    out: dict[Any, list[str]] = {row.pk: [] for row in rows}
+    hits = (
+        RuleHit.objects.filter(interrupt__in=rows, mode=DecisionRule.Mode.DRY_RUN, error="")
+        .select_related("rule")
+        .order_by("created_at", "id")
+    )
+    for hit in hits:
+        words = WOULD_HAVE.get(hit.outcome, hit.outcome)
+        line = f"Rule {hit.rule.name} v{hit.rule_version} would have {words} this."
+        if line not in out[hit.interrupt_id]:
+            out[hit.interrupt_id].append(line)
+    return out
 
 
 @dataclass
@@ -87,24 +105,41 @@ def rule_stats(*, since: datetime | None = None) -> list[RuleStats]:
 def decision_sources(*, since: datetime) -> dict[str, Any]:
     """Automatic vs human decisions per group, and the people-time rules saved.
 
+    An answer that was undone is no decision: each undo cancels the answer it took back
+    (the interrupt's latest one, by the same person), so the counts add up to what stands.
     Time saved = automatic decisions x the median time people took to decide (from
     the audit trail's wait_seconds) over the same window.
     """
+    events = (
+        AuditEvent.objects.filter(
+            kind__in=[AuditEvent.Kind.INTERRUPT_ANSWERED, AuditEvent.Kind.INTERRUPT_UNDONE],
+            created_at__gte=since,
+        )
+        .order_by("created_at", "id")
+        .values_list("kind", "interrupt_id", "actor_id", "data")
+    )
+    standing: dict[Any, list[tuple[Any, dict[str, Any]]]] = {}
+    for kind, interrupt_id, actor_id, data in events:
+        answers = standing.setdefault(interrupt_id, [])
+        if kind == AuditEvent.Kind.INTERRUPT_ANSWERED:
+            answers.append((actor_id, data or {}))
+            continue
+        for i in range(len(answers) - 1, -1, -1):
+            if answers[i][0] == actor_id:
+                del answers[i]
+                break
     per_group: dict[str, dict[str, int]] = {}
     waits: list[float] = []
-    events = AuditEvent.objects.filter(
-        kind=AuditEvent.Kind.INTERRUPT_ANSWERED, created_at__gte=since
-    ).values_list("actor_id", "data")
     automatic = 0
-    for actor_id, data in events:
-        group = (data or {}).get("group") or "—"
+    for actor_id, data in (answer for answers in standing.values() for answer in answers):
+        group = data.get("group") or "—"
         entry = per_group.setdefault(group, {"automatic": 0, "human": 0})
-        if (data or {}).get("rule"):
+        if data.get("rule"):
             entry["automatic"] += 1
             automatic += 1
         elif actor_id is not None:
             entry["human"] += 1
-            if isinstance((data or {}).get("wait_seconds"), (int, float)):
+            if isinstance(data.get("wait_seconds"), (int, float)):
                 waits.append(float(data["wait_seconds"]))
     median = statistics.median(waits) if waits else 0.0
     return {

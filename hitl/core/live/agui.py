@@ -13,6 +13,7 @@ replay stream modes that AG-UI has no word for.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -49,6 +50,8 @@ from hitl.core.models import HumanInterrupt
 STREAM_MODES = ["values", "updates", "messages", "tasks", "custom"]
 NODE_STARTED = "hitl.node_started"
 RAW_SOURCE = "langgraph"
+# The /langgraph `events` mode: LangGraph's astream_events v2 tree, run by the worker.
+EVENTS = "events"
 # What the thread stream carries at the root graph already (RAW or STATE_SNAPSHOT).
 THREAD_STREAM_CARRIES = frozenset(("values", "updates", "messages", "custom"))
 
@@ -77,6 +80,9 @@ def _json_default(value: Any) -> Any:
         if schema is None or isinstance(schema, dict):
             out["response_schema"] = schema
         return out
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # As LangGraph Server's orjson writes one (a Command input, say): its fields.
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     if isinstance(value, bytes):
@@ -429,8 +435,14 @@ def _raw(mode: str, chunk: Any, ns: tuple[str, ...] = ()) -> dict[str, Any]:
 
 def client_modes(requested: list[str]) -> frozenset[str]:
     """The LangGraph modes behind a /langgraph client's stream modes (Run.stream_modes):
-    "messages-tuple" is LangGraph's "messages"; "events" is built from the others."""
-    return frozenset("messages" if m == "messages-tuple" else m for m in requested) - {"events"}
+    "messages-tuple" is LangGraph's "messages"; "events" asks the worker to run
+    `astream_events` (v2) and is no stream mode of `astream` (see `astream_modes`)."""
+    return frozenset("messages" if m == "messages-tuple" else m for m in requested)
+
+
+def astream_modes(client: frozenset[str]) -> list[str]:
+    """The stream modes the worker asks LangGraph for, with a client's own added."""
+    return STREAM_MODES + sorted(client - set(STREAM_MODES) - {EVENTS})
 
 
 def client_chunk_events(

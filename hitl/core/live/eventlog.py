@@ -3,14 +3,20 @@ that reconnects after a web restart resumes from its Last-Event-ID.
 
 The worker appends every thread event it publishes (the entry id travels with the
 live message as `seq`); a web process replays the entries after a client's last id,
-then goes on live. Only with Redis (the embedded server has one process: nothing to
-survive). Entries expire an hour after the thread's last event.
+then goes on live. Entries expire an hour after the thread's last event.
+
+Without Redis (the embedded default: one process) the log is kept in that process's
+memory, bounded the same way: its SSE parts get ids too, and a dropped connection or a
+`Last-Event-ID: -1` resumes as it does with Redis.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
+import threading
+import time
 from typing import Any
 
 from hitl.core.live import redis
@@ -22,6 +28,60 @@ MAX_ENTRIES = 5000
 
 
 enabled = redis.enabled
+
+
+class _MemoryLog:
+    """The event log of a process without Redis: the same entries, ids and expiry."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, collections.deque] = {}
+        self._touched: dict[str, float] = {}
+        self._modes: dict[str, tuple[float, list[str]]] = {}
+        self._last = (0, 0)
+
+    def _expire(self, now: float) -> None:
+        for key in [k for k, t in self._touched.items() if now - t > TTL_SECONDS]:
+            self._entries.pop(key, None)
+            self._touched.pop(key, None)
+        for key in [k for k, (t, _) in self._modes.items() if now - t > TTL_SECONDS]:
+            del self._modes[key]
+
+    def append(self, thread_id: Any, event: dict[str, Any]) -> str:
+        key, now = str(thread_id), time.time()
+        with self._lock:
+            self._expire(now)
+            ms = int(now * 1000)
+            self._last = (ms, 0) if ms > self._last[0] else (self._last[0], self._last[1] + 1)
+            entry = f"{self._last[0]}-{self._last[1]}"
+            log_ = self._entries.setdefault(key, collections.deque(maxlen=MAX_ENTRIES))
+            log_.append((entry, json.dumps(event)))
+            self._touched[key] = now
+            return entry
+
+    def rows(self, thread_id: Any) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._entries.get(str(thread_id), ()))
+
+    def set_modes(self, thread_id: Any, run_id: Any, modes: list[str]) -> None:
+        with self._lock:
+            self._modes[str(run_id)] = (time.time(), list(modes))
+            self._touched.setdefault(str(thread_id), time.time())
+
+    def modes(self, run_id: Any) -> list[str] | None:
+        with self._lock:
+            found = self._modes.get(str(run_id))
+            return list(found[1]) if found else None
+
+    def forget(self, thread_id: Any, run_ids: list[Any]) -> None:
+        with self._lock:
+            self._entries.pop(str(thread_id), None)
+            self._touched.pop(str(thread_id), None)
+            for run_id in run_ids:
+                self._modes.pop(str(run_id), None)
+
+
+_memory = _MemoryLog()
 
 
 def _key(thread_id: Any) -> str:
@@ -48,9 +108,9 @@ def expect_listener(thread_id: Any, seconds: float) -> bool:
 
 
 def append(thread_id: Any, event: dict[str, Any]) -> str | None:
-    """Log one event; its entry id, or None without Redis (or when Redis is down)."""
+    """Log one event; its entry id (None when Redis is down)."""
     if not enabled():
-        return None
+        return _memory.append(thread_id, event)
     try:
         client = redis.client()
         key = _key(thread_id)
@@ -64,16 +124,23 @@ def append(thread_id: Any, event: dict[str, Any]) -> str | None:
 
 def read_from(thread_id: Any, entry_id: str) -> list[tuple[str, dict[str, Any]]]:
     """The logged events from `entry_id` (inclusive) on, oldest first."""
-    if not enabled() or not is_entry_id(entry_id):
+    if not is_entry_id(entry_id):
         return []
+    if not enabled():
+        first = order(entry_id)
+        return [(e, json.loads(x)) for e, x in _memory.rows(thread_id) if order(e) >= first]
     rows = redis.client().xrange(_key(thread_id), min=entry_id, max="+")
     return [(_text(entry), _event(fields)) for entry, fields in rows]
 
 
 def read_back(thread_id: Any, entry_id: str, count: int) -> list[tuple[str, dict[str, Any]]]:
     """Up to `count` logged events up to `entry_id` (inclusive), newest first."""
-    if not enabled() or not is_entry_id(entry_id):
+    if not is_entry_id(entry_id):
         return []
+    if not enabled():
+        last = order(entry_id)
+        rows = [(e, x) for e, x in reversed(_memory.rows(thread_id)) if order(e) <= last]
+        return [(e, json.loads(x)) for e, x in rows[:count]]
     rows = redis.client().xrevrange(_key(thread_id), max=entry_id, min="-", count=count)
     return [(_text(entry), _event(fields)) for entry, fields in rows]
 
@@ -100,6 +167,7 @@ def mark_resumable(thread_id: Any, run_id: Any, modes: list[str]) -> None:
     """Keep logging this thread's events while no one listens (a client may come back),
     and remember the stream modes a reconnect (a GET without them) should get."""
     if not enabled():
+        _memory.set_modes(thread_id, run_id, modes)  # the log is always kept in memory
         return
     client = redis.client()
     client.set(_resumable_key(thread_id), "1", ex=TTL_SECONDS)
@@ -137,6 +205,7 @@ def forget(thread_id: Any, run_ids: list[Any]) -> None:
     """Drop every key this module keeps for a thread and its runs: a thread created
     again under the same id (clients choose ids) must not replay the old one's events."""
     if not enabled():
+        _memory.forget(thread_id, run_ids)
         return
     keys = [_key(thread_id), _resumable_key(thread_id), _expected_key(thread_id)]
     keys += [_modes_key(run_id) for run_id in run_ids]
@@ -148,6 +217,6 @@ def forget(thread_id: Any, run_ids: list[Any]) -> None:
 
 def saved_modes(run_id: Any) -> list[str] | None:
     if not enabled():
-        return None
+        return _memory.modes(run_id)
     raw = redis.client().get(_modes_key(run_id))
     return json.loads(raw) if raw else None

@@ -122,6 +122,22 @@ class Run(models.Model):
     # checkpoints, subgraphs): runs nobody asked that of stream as before.
     stream_modes = models.JSONField(default=list, blank=True)
     stream_subgraphs = models.BooleanField(default=False)
+    # The RunnableConfig (configurable, recursion_limit, tags, ...) and runtime context the
+    # run was started with, the assistant's merged under the request's (HITL's own
+    # configurable keys are added by the worker, never stored here).
+    config = models.JSONField(default=dict, blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    # A LangGraph command's `goto` and `update` (its `resume` is in `input`), as the
+    # client sent them.
+    command = models.JSONField(default=dict, blank=True)
+    # LangGraph breakpoints: {"before": [...], "after": [...]} (node names, or "*").
+    breakpoints = models.JSONField(default=dict, blank=True)
+    # "enqueue": the run waits for the runs before it on its thread (double-texting).
+    multitask_strategy = models.CharField(max_length=12, blank=True)
+    # The assistant the run was started on, at the version it had then (blank: a
+    # registered graph's default assistant, which has no config of its own).
+    assistant_id = models.CharField(max_length=100, blank=True)
+    assistant_version = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -323,6 +339,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        verbose_name = "API token"
+
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
 
@@ -369,6 +388,9 @@ class ReviewerGroupPolicy(models.Model):
         default=False, help_text="A live rule that accepts counts as (at most) one approval."
     )
 
+    class Meta:
+        verbose_name_plural = "reviewer group policies"
+
     def __str__(self) -> str:
         return f"policy for {self.group}"
 
@@ -414,6 +436,12 @@ class AuditEvent(models.Model):
         THREAD_COPIED = "thread.copied"
         THREAD_STATE_UPDATED = "thread.state_updated"
         THREAD_FORKED = "thread.forked"
+        ASSISTANT_CREATED = "assistant.created"
+        ASSISTANT_UPDATED = "assistant.updated"
+        ASSISTANT_DELETED = "assistant.deleted"
+        CRON_CREATED = "cron.created"
+        CRON_FIRED = "cron.fired"
+        CRON_DELETED = "cron.deleted"
 
     id = models.BigAutoField(primary_key=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -476,6 +504,7 @@ class WebhookDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "webhook deliveries"
         indexes = [
             # admin: failed deliveries first
             models.Index(fields=["status", "-created_at"], name="webhook_status_created"),
@@ -526,6 +555,7 @@ from hitl.core.models.approvals import (  # noqa: E402
 )
 
 # Notification settings and outbox, claims and snoozes, in their own modules.
+from hitl.core.models.assistants import Assistant, AssistantVersion, Cron, CronFire  # noqa: E402
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze  # noqa: E402
 from hitl.core.models.notify import (  # noqa: E402
     GroupNotificationSettings,
@@ -534,10 +564,15 @@ from hitl.core.models.notify import (  # noqa: E402
     NotificationPreference,
 )
 from hitl.core.models.policy import Approval, DecisionRule, RuleHit  # noqa: E402
+from hitl.core.models.remote import REMOTE_GRAPH_PREFIX, RemoteDeployment, RemoteThread  # noqa: E402
 from hitl.core.models.sso import SsoIdentity  # noqa: E402
 
 __all__ = [
     "ApiToken",
+    "Assistant",
+    "AssistantVersion",
+    "Cron",
+    "CronFire",
     "Approval",
     "Artifact",
     "AuditEvent",
@@ -551,6 +586,9 @@ __all__ = [
     "InterruptSnooze",
     "Notification",
     "NotificationPreference",
+    "REMOTE_GRAPH_PREFIX",
+    "RemoteDeployment",
+    "RemoteThread",
     "ReviewerGroupPolicy",
     "Run",
     "RuleHit",

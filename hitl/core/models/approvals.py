@@ -50,6 +50,9 @@ class SlackMessage(models.Model):
     response_url_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        verbose_name = "Slack message"
+
     def __str__(self) -> str:
         return f"Slack message of {self.notification_id}"
 
@@ -59,6 +62,9 @@ class SlackRequestSeen(models.Model):
 
     signature = models.CharField(max_length=100, unique=True)
     seen_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = "seen Slack request"
 
     def __str__(self) -> str:
         return self.signature[:16]

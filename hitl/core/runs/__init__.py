@@ -1,5 +1,13 @@
 """Runs from the request side: start, resume, cancel, dispatch, fork."""
 
+from hitl.core.runs.pauses import BREAKPOINT, SUPERSEDED, announce_thread, interrupts_withdraw
 from hitl.core.runs.start import run_start, thread_cancel
 
-__all__ = ["run_start", "thread_cancel"]
+__all__ = [
+    "BREAKPOINT",
+    "SUPERSEDED",
+    "announce_thread",
+    "interrupts_withdraw",
+    "run_start",
+    "thread_cancel",
+]

@@ -6,6 +6,7 @@ from typing import Any
 
 import jsonschema
 
+from agents.registry import describe
 from agents.schema import input_schema
 from hitl.core.errors import Invalid
 from hitl.core.registry import registry
@@ -40,6 +41,20 @@ def graph_input_schema(name: str) -> tuple[dict[str, Any] | None, str]:
             note = ""
     _cache[name] = (target, schema, note)
     return schema, note
+
+
+_descriptions: dict[str, tuple[str, str]] = {}
+
+
+def graph_description(name: str) -> str:
+    """What the graph does, from its docstring (agents.registry.describe); "" if unknown."""
+    target = registry.targets.get(name)
+    if target is None:
+        return ""
+    cached = _descriptions.get(name)
+    if cached is None or cached[0] != target:
+        cached = _descriptions[name] = (target, describe(target))
+    return cached[1]
 
 
 def _where(error: jsonschema.exceptions.ValidationError) -> str | None:

@@ -20,32 +20,12 @@ from hitl.core.access.permissions import (
 from hitl.core.db import statements
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
-from hitl.core.live import events
-from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
-from hitl.core.runs import dispatch
+from hitl.core.runs import dispatch, multitask
+from hitl.core.runs.pauses import SUPERSEDED, announce_thread, interrupts_withdraw
 
 log = logging.getLogger(__name__)
-
-
-def announce_thread(
-    thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
-) -> None:
-    """Tell every listener of the thread its new status once the change commits.
-
-    `run_ended` marks the announcement of a run's end (its waiters then read it even
-    when a rule already queued the next run and the thread is busy again).
-    """
-    status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
-    transaction.on_commit(
-        lambda: events.publish_thread_changed(
-            thread_id=thread_id,
-            status=status,
-            requester_id=requester_id,
-            run_end=run_end,
-            run_ended=run_ended,
-        )
-    )
 
 
 def enqueue_on_commit(run: Run) -> None:
@@ -77,6 +57,14 @@ def run_start(
     stream_modes: list[str] | None = None,
     stream_subgraphs: bool = False,
     thread_locked: bool = False,
+    run_config: dict[str, Any] | None = None,
+    run_context: dict[str, Any] | None = None,
+    supersede: bool = False,
+    multitask_strategy: str = "reject",
+    command: dict[str, Any] | None = None,
+    breakpoints: dict[str, Any] | None = None,
+    assistant_id: str = "",
+    assistant_version: int | None = None,
 ) -> Run:
     """Start a run: on a new thread, or on an existing idle/done/error thread.
 
@@ -84,7 +72,10 @@ def run_start(
     With `checkpoint_id` the run goes on from that earlier checkpoint of the thread (an
     empty input continues it; an input is applied to its state), forking its history.
     `thread_locked`: the caller read `thread` with select_for_update in its own
-    transaction, so it is current and is not read again.
+    transaction, so it is current and is not read again. `supersede`: new input on a
+    paused thread withdraws its pending interrupts (as LangGraph Server goes on from new
+    input) instead of a 409. `multitask_strategy`: what a run in flight on the thread
+    becomes (hitl.core.runs.multitask): reject (409), interrupt, rollback or enqueue.
     """
     if graph not in registry.targets:
         raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
@@ -129,6 +120,12 @@ def run_start(
             checkpoint_id=checkpoint_id or "",
             stream_modes=stream_modes or [],
             stream_subgraphs=stream_subgraphs,
+            config=run_config or {},
+            context=run_context or {},
+            command=command or {},
+            breakpoints=breakpoints or {},
+            assistant_id=assistant_id,
+            assistant_version=assistant_version,
             created_by=user if user and user.is_authenticated else None,
             dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
         )
@@ -140,7 +137,24 @@ def run_start(
                 run.thread = thread
             if not user_can_view_thread(user, thread):
                 raise NotFound("No such thread.")
-            if thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
+            if supersede and thread.status == Thread.Status.INTERRUPTED:
+                interrupts_withdraw(thread=thread, user=user, reason=SUPERSEDED)
+            elif thread.status == Thread.Status.BUSY and multitask_strategy == "enqueue":
+                run.multitask_strategy = "enqueue"
+            elif thread.status == Thread.Status.BUSY and multitask_strategy in (
+                "interrupt",
+                "rollback",
+            ):
+                back_to = multitask.runs_stop(
+                    thread=thread,
+                    user=user,
+                    action=multitask_strategy,
+                    reason=f"superseded by run {run.pk} (multitask_strategy={multitask_strategy})",
+                    runs=list(thread.runs.active()),
+                )
+                if back_to:
+                    run.checkpoint_id = back_to  # the new run goes on from before them
+            elif thread.status in (Thread.Status.BUSY, Thread.Status.INTERRUPTED):
                 raise Conflict(
                     f"The thread is {thread.status}; answer or cancel it before starting a new run."
                 )
@@ -172,17 +186,10 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
                 "hitl.change_thread permission) can cancel it."
             )
         now = timezone.now()
-        pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
         active = list(thread.runs.active().values_list("pk", "status"))
-        thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
-        # Decisions under their grace period stay recorded, but never resume a cancelled thread.
-        thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
         thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
         audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
-        for pk, _ in pending:
-            audit.audit_record(
-                kind=audit.Kind.INTERRUPT_CANCELLED, thread=thread, interrupt_id=pk, actor=user
-            )
+        interrupts_withdraw(thread=thread, user=user)
         for pk, status in active:
             audit.audit_record(
                 kind=audit.Kind.RUN_CANCELLED,
@@ -193,14 +200,5 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
             )
         thread.status = Thread.Status.IDLE
         thread.save(update_fields=["status", "updated_at"])
-        for pk, group_id in pending:
-            transaction.on_commit(
-                lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
-                    thread_id=thread.pk,
-                    interrupt_id=pk,
-                    reviewer_group_id=group_id,
-                    status="cancelled",
-                )
-            )
         announce_thread(thread)
     return thread

@@ -1,4 +1,4 @@
-"""Time travel: a thread's checkpoint history, and forking a new run from any step.
+"""Time travel: forking a new run from any step of a thread (its history: runs/history.py).
 
 A fork is LangGraph's own: the run continues from a copy of the chosen checkpoint
 (optionally after a state edit written as that step's update), so the original branch
@@ -7,7 +7,6 @@ stays in the history. Forks are audited and the run remembers where it came from
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jsonschema
@@ -17,13 +16,10 @@ from agents.schema import state_schema
 from hitl.core import audit
 from hitl.core.access.permissions import user_can_run_thread
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
-from hitl.core.live.agui import jsonable
 from hitl.core.models import AuditEvent, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs.graphs import checkpointer
 from hitl.core.runs.start import run_start
-
-HISTORY_LIMIT = 50
 
 
 def _graph(thread: Thread):
@@ -38,30 +34,6 @@ def _config(thread: Thread, checkpoint_id: str | None = None) -> dict[str, Any]:
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
     return {"configurable": configurable}
-
-
-def thread_checkpoints(thread: Thread, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
-    """The thread's checkpoints, newest first: id, step, source, next nodes, values."""
-    try:
-        graph = _graph(thread)
-    except Exception:  # a graph that no longer loads: no history to show
-        return []
-    out = []
-    for snapshot in graph.get_state_history(_config(thread), limit=limit):
-        metadata = snapshot.metadata or {}
-        out.append(
-            {
-                "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
-                "step": metadata.get("step"),
-                "source": metadata.get("source"),
-                "run_id": metadata.get("hitl_run_id"),
-                "next": list(snapshot.next),
-                "created_at": snapshot.created_at,
-                "values": jsonable(snapshot.values),
-                "values_json": json.dumps(jsonable(snapshot.values), indent=2, default=str),
-            }
-        )
-    return out
 
 
 def _check_values(graph, values: Any) -> dict[str, Any]:
@@ -100,8 +72,10 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
         raise Invalid("Choose a step of this thread's history.")
     graph = _graph(thread)
     config = _config(thread, checkpoint_id)
-    if graph.checkpointer.get_tuple(config) is None:
+    chosen = graph.checkpointer.get_tuple(config)
+    if chosen is None:
         raise NotFound("This thread has no such step.")
+    step = (chosen.metadata or {}).get("step")
     start_from = checkpoint_id
     edited: list[str] = []
     if values is not None:
@@ -119,7 +93,7 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
             input={},
             user=user,
             thread=thread,
-            run_metadata={"forked_from": checkpoint_id, "edited_keys": edited},
+            run_metadata={"forked_from": checkpoint_id, "forked_step": step, "edited_keys": edited},
             checkpoint_id=start_from,
         )
         audit.audit_record(

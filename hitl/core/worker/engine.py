@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import connection
 
 from agents.checkpoint import aclose_checkpointers, aget_checkpointer
+from agents.store import aclose_stores, astore_for
 from hitl.core.errors import is_transient
 from hitl.core.worker import lease
 
@@ -43,6 +44,7 @@ class Engine:
         self._pid: int | None = None
         self._atexit = False
         self._saver: tuple[Any, Any, str] | None = None  # (loop, saver, url)
+        self._store: tuple[Any, Any, str] | None = None  # (loop, store, url)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -93,14 +95,27 @@ class Engine:
         self._saver = (loop, saver, settings.HITL_CHECKPOINT_URL)
         return saver
 
+    def store(self) -> Any:
+        """The async store graphs get (bound to the engine's loop), as LangGraph Server
+        gives it: `get_store()` and the nodes' `store` argument."""
+        loop = self.loop()
+        url = settings.HITL_STORE_URL or settings.HITL_CHECKPOINT_URL
+        cached = self._store
+        if cached is not None and cached[0] is loop and cached[2] == url:
+            return cached[1]
+        store = self.call(astore_for(url, settings.HITL_CHECKPOINT_POOL_SIZE))
+        self._store = (loop, store, url)
+        return store
+
     def shutdown(self, timeout: float = 5.0) -> None:
         """Close the async checkpointer's connections and stop the loop."""
         with self._lock:
-            loop, self._loop, self._saver = self._loop, None, None
+            loop, self._loop, self._saver, self._store = self._loop, None, None, None
             own = loop is not None and self._pid == os.getpid()
         if not own or loop is None or loop.is_closed() or not loop.is_running():
             return
         try:
+            asyncio.run_coroutine_threadsafe(aclose_stores(), loop).result(timeout)
             asyncio.run_coroutine_threadsafe(aclose_checkpointers(), loop).result(timeout)
         except Exception as exc:
             log.warning("closing the run engine's checkpointer failed: %s", exc)

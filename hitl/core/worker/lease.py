@@ -26,7 +26,7 @@ from hitl.core.db.retry import retry_transient
 from hitl.core.decisions import quorum, rules
 from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, Run, Thread
-from hitl.core.runs.start import announce_thread
+from hitl.core.runs.pauses import announce_thread
 
 log = logging.getLogger(__name__)
 

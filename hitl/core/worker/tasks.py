@@ -9,12 +9,14 @@ import os
 import socket
 import time
 import traceback
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, connection
-from langgraph.types import Command
+from langgraph.types import Command, Send
 
 from agents.ledger import LEDGER_KEY
 from agents.paths import FILES_KEY
@@ -25,11 +27,14 @@ from hitl.core.files import artifacts
 from hitl.core.files.storage import thread_files
 from hitl.core.live import agui, events
 from hitl.core.live.agui import jsonable
-from hitl.core.models import Run
+from hitl.core.models import REMOTE_GRAPH_PREFIX, Run
 from hitl.core.registry import registry
+from hitl.core.runs import multitask
+from hitl.core.runs.config import graph_config, graph_context
 
 # The sync saver, for callers that read a run's checkpoints outside the engine's loop.
 from hitl.core.runs.graphs import checkpointer  # noqa: F401
+from hitl.core.runs.pauses import BREAKPOINT
 from hitl.core.worker import lease
 from hitl.core.worker.engine import Hold, engine, leases
 from hitl.core.worker.ledger import ThreadToolLedger
@@ -46,6 +51,29 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+# A run of a thread mirrored from another deployment is delivered there, not run here;
+# the deliverer lives in hitl.core.remote (above this room) and is handed over in apps.py.
+_remote: dict[str, Callable[..., tuple[str, float]]] = {}
+
+
+def use_remote(*, deliver: Callable[..., tuple[str, float]]) -> None:
+    _remote["deliver"] = deliver
+
+
+def _deliver_remote(run: Run, worker: str) -> tuple[str, float]:
+    try:
+        return _remote["deliver"](run, worker=worker)
+    except Exception as exc:
+        if is_transient(exc):
+            connection.close()
+            with contextlib.suppress(Exception):
+                lease.run_release(run_id=run.pk, worker=worker)
+            return "retry", TRANSIENT_RETRY_SECONDS
+        log.exception("run %s could not be delivered", run.pk)
+        lease.run_fail(run_id=run.pk, worker=worker, error="".join(traceback.format_exception(exc)))
+        return "error", 0.0
+
+
 def _schema_json(schema: Any) -> dict[str, Any] | None:
     if schema is None or isinstance(schema, dict):
         return schema
@@ -57,6 +85,50 @@ def _schema_json(schema: Any) -> dict[str, Any] | None:
         return None
 
 
+def _command(run: Run, resume: Any = None) -> Command:
+    """The run's LangGraph command: its answers, and a client's goto and update (as
+    LangGraph Server maps them: a goto names nodes or sends {node, input})."""
+    goto = run.command.get("goto")
+    if goto is not None and not isinstance(goto, list):
+        goto = [goto]
+    update = run.command.get("update")
+    if isinstance(update, list) and all(
+        isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) for t in update
+    ):
+        update = [tuple(t) for t in update]
+    sends = [g if isinstance(g, str) else Send(g["node"], g.get("input")) for g in goto or ()]
+    return Command(resume=resume, update=update, goto=sends or ())
+
+
+def _answers(run: Run) -> dict[str, Any]:
+    """A resume run's answers to the graph's interrupts (a breakpoint's "continue" is no
+    answer to the graph: it goes on with no input)."""
+    resume = run.input.get("resume") or {}
+    return {k: v for k, v in resume.items() if not k.startswith(BREAKPOINT)}
+
+
+class _Breakpoint:
+    """A pause at a LangGraph breakpoint, as one request a person continues (accept)."""
+
+    response_schema = None
+
+    def __init__(self, state: Any):
+        checkpoint_id = (state.config or {}).get("configurable", {}).get("checkpoint_id", "")
+        nodes = list(state.next)
+        self.id = f"{BREAKPOINT}{checkpoint_id}"
+        self.value = {
+            "action_request": {"action": "continue", "args": {"next": nodes}},
+            "config": {
+                "allow_accept": True,
+                "allow_edit": False,
+                "allow_respond": False,
+                "allow_ignore": False,
+            },
+            "description": f"Paused at a breakpoint before **{', '.join(nodes)}**. "
+            "Accept to continue.",
+        }
+
+
 def _input_before_reading(run: Run) -> Any:
     """The input of a run never leased before (no state to read), else _UNSEEN."""
     if run.first_lease:
@@ -65,7 +137,13 @@ def _input_before_reading(run: Run) -> Any:
         # an attempt of this run could have consumed them since (LangGraph passes over
         # an id that is not pending, as a redelivered attempt's read below would).
         if run.kind == Run.Kind.RESUME and run.input.get("resume"):
-            return Command(resume=run.input["resume"])
+            answers = _answers(run)
+            if answers:
+                return _command(run, answers)
+            # Only a breakpoint was answered: the graph goes on (LangGraph's None input).
+            return _command(run) if run.command else None
+        if run.command and run.kind != Run.Kind.RESUME:
+            return _command(run)
         if run.kind != Run.Kind.RESUME:
             return None if run.checkpoint_id and not run.input else run.input
     return _UNSEEN
@@ -77,9 +155,11 @@ def _input_after_reading(run: Run, state: Any) -> Any:
         pending = {i.id for i in state.interrupts}
         resume = {k: v for k, v in (run.input.get("resume") or {}).items() if k in pending}
         if resume:
-            return Command(resume=resume)
+            return _command(run, resume)
     if mine or run.kind == Run.Kind.RESUME:
         return _ALREADY_DONE if state.interrupts else None
+    if run.command:
+        return _command(run)
     if run.checkpoint_id and not run.input:
         return None  # from a checkpoint with no input: continue from it
     return run.input
@@ -195,8 +275,60 @@ def _publish_all(thread_id: Any, batch: list[dict[str, Any]]) -> None:
         events.publish_thread_event(thread_id, event)
 
 
+async def _chunks(
+    graph: Any,
+    graph_input: Any,
+    config: dict[str, Any],
+    *,
+    modes: list[str],
+    subgraphs: bool,
+    events_of: uuid.UUID | None,
+    **kwargs: Any,
+) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
+    """The run's stream as (namespace, mode, chunk); `kwargs` go to astream (context,
+    breakpoints).
+
+    With `events_of` (the run's id; a client asked for the `events` mode) the graph
+    runs with `astream_events` v2 as LangGraph Server runs it: the root's
+    `on_chain_stream` events carry the stream modes' chunks, and every other event
+    is an "events" chunk of its own.
+    """
+    if events_of is None:
+        async for item in graph.astream(
+            graph_input,
+            config,
+            stream_mode=modes,
+            durability="sync",
+            subgraphs=subgraphs,
+            **kwargs,
+        ):
+            yield item if subgraphs else ((), *item)
+        return
+    root = str(events_of)
+    async for event in graph.astream_events(
+        graph_input,
+        {**config, "run_id": events_of},
+        version="v2",
+        stream_mode=modes,
+        durability="sync",
+        subgraphs=subgraphs,
+        **kwargs,
+    ):
+        if "langsmith:hidden" in (event.get("tags") or ()):
+            continue
+        if event["event"] == "on_chain_stream" and event["run_id"] == root:
+            chunk = event["data"]["chunk"]
+            yield chunk if subgraphs else ((), *chunk)
+        else:
+            yield (), agui.EVENTS, event
+
+
 async def _stream_run(
-    graph: Any, config: dict[str, Any], run: Run, hold: Hold, listened: bool
+    graph: Any,
+    config: dict[str, Any],
+    run: Run,
+    hold: Hold,
+    listened: bool,
 ) -> Any:
     """Stream the run on the engine's loop: (interrupts, values), or _CANCELLED.
 
@@ -215,16 +347,25 @@ async def _stream_run(
             ended = _StreamEnd()
             if graph_input is not _ALREADY_DONE:
                 modes = agui.STREAM_MODES if listened else ["updates", "values"]
-                # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs):
-                # only for runs started with them, and only while someone listens.
-                client_modes = agui.client_modes(run.stream_modes if listened else [])
+                # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs,
+                # events): only for runs started with them (sent while someone listens;
+                # a client that joins the run later gets them from then on).
+                client_modes = agui.client_modes(run.stream_modes)
                 subgraphs = bool(client_modes) and run.stream_subgraphs
                 if client_modes:
-                    modes = agui.STREAM_MODES + sorted(client_modes - set(agui.STREAM_MODES))
-                async for item in graph.astream(
-                    graph_input, config, stream_mode=modes, durability="sync", subgraphs=subgraphs
-                ):
-                    ns, mode, chunk = item if subgraphs else ((), *item)
+                    modes = agui.astream_modes(client_modes)
+                stream = _chunks(
+                    graph,
+                    graph_input,
+                    config,
+                    modes=modes,
+                    subgraphs=subgraphs,
+                    events_of=run.pk if agui.EVENTS in client_modes else None,
+                    context=graph_context(graph, run.context),
+                    interrupt_before=run.breakpoints.get("before"),
+                    interrupt_after=run.breakpoints.get("after"),
+                )
+                async for ns, mode, chunk in stream:
                     if not ns:
                         ended.note(mode, chunk)
                     if not listened and time.monotonic() - checked >= LISTEN_RECHECK_SECONDS:
@@ -242,6 +383,8 @@ async def _stream_run(
             if ended.known():
                 return ended.interrupts, ended.values
             state = await graph.aget_state(config)
+            if run.breakpoints and not state.interrupts and state.next:
+                return [_Breakpoint(state)], state.values
             _check_ended(state)
             return state.interrupts, state.values
     except asyncio.CancelledError:
@@ -288,6 +431,10 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
 
 def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     try:
+        # An enqueued run waits for the runs before it on its thread (double-texting).
+        wait = multitask.run_turn(run_id)
+        if wait:
+            return "busy", wait
         run, retry_after = lease.run_lease_take(run_id=run_id, worker=worker)
     except Exception as exc:
         if not is_transient(exc):
@@ -299,25 +446,30 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         return ("busy" if retry_after else "skipped"), retry_after
     thread = run.thread
     logcontext.bind(thread_id=thread.pk, run_id=run.pk)
-    config: dict[str, Any] = {
-        # The file store is an object, so it is never written into checkpoints.
-        "configurable": {
+    if thread.graph.startswith(REMOTE_GRAPH_PREFIX) and "deliver" in _remote:
+        return _deliver_remote(run, worker)
+    # The run's own config (a /langgraph client's, merged over its assistant's), with
+    # HITL's keys on top. The file store is an object, so it is never checkpointed.
+    config = graph_config(
+        run.config,
+        {
             "thread_id": str(thread.pk),
             FILES_KEY: thread_files(thread.pk),
             LEDGER_KEY: ThreadToolLedger(thread.pk),
         },
-        "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
-        "recursion_limit": 100,
-    }
+        {"hitl_run_id": str(run.pk), "hitl_thread_id": str(thread.pk)},
+    )
     hold = leases.hold(str(run.pk), worker)
     started = time.monotonic()
     try:
-        graph = registry.get(thread.graph, engine.saver())
+        graph = registry.get(thread.graph, engine.saver(), engine.store())
         # Stream events, the run's start and end included, are built and sent only while
         # someone listens (waiters hear of the end through the thread's status group).
         # API streams listen before their run exists; a page opened mid-run is noticed
         # at the next step (it then gets steps; messages and snapshots from the next run).
-        listened = events.thread_stream_listened(thread.pk)
+        # A /langgraph run streams the modes it was started with from its start, whoever
+        # listens now: a join or reconnect may come at any moment and must get them all.
+        listened = bool(run.stream_modes) or events.thread_stream_listened(thread.pk)
         if listened:
             events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         _release_connection()
@@ -385,8 +537,11 @@ def _keep_connection_unless_failed() -> None:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,
+    # The engine ends a run at HITL_RUN_TIME_LIMIT itself (its error on the thread, the
+    # process's other runs untouched). Celery's limits only apply to the prefork pool
+    # and are a backstop there, after the engine's.
     time_limit=settings.HITL_RUN_TIME_LIMIT + 30,
-    soft_time_limit=settings.HITL_RUN_TIME_LIMIT,
+    soft_time_limit=settings.HITL_RUN_TIME_LIMIT + 10,
 )
 def run_execute(self, run_id: str) -> str:
     """Execute a run on a Celery worker (ids only, JSON)."""

@@ -10,4 +10,4 @@ register = template.Library()
 @register.inclusion_tag("hitl/partials/thread_history.html", takes_context=True)
 def thread_history(context, thread):
     request = context["request"]
-    return {**history_context(thread, request.user), "thread": thread, "request": request}
+    return {**history_context(thread), "thread": thread, "request": request}

@@ -122,3 +122,17 @@ def args_digest(row) -> str:
 
     text = json.dumps([current_args(row), row.approval_round], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+DECISION_VERBS = {
+    "accept": "accepted",
+    "edit": "edited",
+    "response": "answered",
+    "ignore": "skipped",
+}
+
+
+@register.filter
+def decision_verb(response_type, status="") -> str:
+    """A decision as a past-tense verb ('accepted'), or the row's status without one."""
+    return DECISION_VERBS.get(str(response_type or ""), str(status or response_type or ""))

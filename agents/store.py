@@ -1,0 +1,127 @@
+"""LangGraph's long-term store, as LangGraph Server hands it to graphs: PostgresStore on
+PostgreSQL (on the checkpointer's pool), its SQLite store embedded.
+
+`store_for` gives the sync store (the /langgraph/store endpoints); `astore_for` the async
+one the run engine binds to graphs (one per process and event loop).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+from agents.checkpoint import _sqlite_path, aget_checkpointer, get_checkpointer
+
+_lock = threading.Lock()
+_cache: dict[str, tuple[int, Any]] = {}
+_acache: dict[Any, dict[str, Any]] = {}
+_alocks: dict[Any, Any] = {}
+_SETUP_LOCK_ID = 0x4C47_5354  # "LGST": serializes the store's migrations across processes
+
+
+def _sqlite_conn(url: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(_sqlite_path(url), check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA busy_timeout=20000")
+    return conn
+
+
+def _make(url: str, pool_size: int) -> Any:
+    scheme = urlparse(url).scheme
+    if scheme.startswith("postgres"):
+        from langgraph.store.postgres import PostgresStore
+
+        pool = get_checkpointer(url, pool_size).conn
+        with pool.connection() as conn:
+            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
+            while not conn.execute(lock, (_SETUP_LOCK_ID,)).fetchone()["locked"]:
+                time.sleep(0.05)
+            try:
+                PostgresStore(conn).setup()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+        return PostgresStore(pool)
+    if scheme == "sqlite":
+        from langgraph.store.sqlite import SqliteStore
+
+        store = SqliteStore(_sqlite_conn(url))
+        try:
+            store.setup()
+        except sqlite3.IntegrityError:  # another process ran the same migration first
+            store.setup()
+        return store
+    raise ValueError(f"Unsupported store URL {url!r} (postgres://… or sqlite:///path).")
+
+
+def store_for(url: str, pool_size: int = 4) -> Any:
+    """This process's sync store for `url`, made on first use (keyed by pid)."""
+    pid = os.getpid()
+    with _lock:
+        cached = _cache.get(url)
+        if cached is None or cached[0] != pid:
+            cached = (pid, _make(url, pool_size))
+            _cache[url] = cached
+        return cached[1]
+
+
+async def _amake(url: str, pool_size: int) -> Any:
+    scheme = urlparse(url).scheme
+    if scheme.startswith("postgres"):
+        import asyncio
+
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        pool = (await aget_checkpointer(url, pool_size)).conn
+        async with pool.connection() as conn:
+            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
+            while not (await (await conn.execute(lock, (_SETUP_LOCK_ID,))).fetchone())["locked"]:
+                await asyncio.sleep(0.05)
+            try:
+                await AsyncPostgresStore(conn).setup()
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+        return AsyncPostgresStore(pool)
+    if scheme == "sqlite":
+        import aiosqlite
+        from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+        # Autocommit, as the store opens its own transactions (BEGIN).
+        conn = await aiosqlite.connect(_sqlite_path(url), isolation_level=None)
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA busy_timeout=20000")
+        store = AsyncSqliteStore(conn)
+        try:
+            await store.setup()
+        except sqlite3.IntegrityError:  # another process ran the same migration first
+            await store.setup()
+        return store
+    raise ValueError(f"Unsupported store URL {url!r} (postgres://… or sqlite:///path).")
+
+
+async def astore_for(url: str, pool_size: int = 4) -> Any:
+    """The async store for `url`, made once per event loop (the run engine's own)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    cache = _acache.setdefault(loop, {})
+    # Runs starting together ask at once: one makes it (and runs its setup), the rest wait.
+    lock = _alocks.setdefault(loop, asyncio.Lock())
+    async with lock:
+        if url not in cache:
+            cache[url] = await _amake(url, pool_size)
+    return cache[url]
+
+
+async def aclose_stores() -> None:
+    """Close the running loop's SQLite store connections (Postgres ones share the
+    checkpointer's pool, closed with it)."""
+    import asyncio
+
+    _alocks.pop(asyncio.get_running_loop(), None)
+    for store in _acache.pop(asyncio.get_running_loop(), {}).values():
+        if type(store.conn).__module__.startswith("aiosqlite"):
+            await store.conn.close()

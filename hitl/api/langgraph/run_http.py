@@ -1,0 +1,108 @@
+"""The HTTP side of a /langgraph run: the paths it is named by, the stream modes a query
+asks for, and its server-sent event response (with cancel on disconnect)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import partial
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, StreamingHttpResponse
+
+from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.core import errors, runs
+from hitl.core.db.retry import retry_transient
+from hitl.core.live import eventlog
+from hitl.core.live.waiting import ThreadSubscription, released
+from hitl.core.models import Run
+
+log = logging.getLogger(__name__)
+
+
+def wait_seconds(requested: float | None = None) -> float:
+    limit = settings.HITL_API_WAIT_SECONDS
+    return limit if requested is None else max(0.0, min(requested, limit))
+
+
+def name_run(request: HttpRequest, response, run: Run) -> None:
+    # Paths under the API root, as LangGraph Server sends them: the JS SDK prefixes its
+    # base URL to them and httpx joins them to the Python SDK's. Location is what the
+    # SDKs reconnect to (GET, with Last-Event-ID) when a stream drops.
+    path = f"/threads/{run.thread_id}/runs/{run.pk}"
+    response["Content-Location"] = path
+    response["Location"] = f"{path}/stream"
+
+
+def query_modes(values: list[str] | None, allowed=STREAM_MODES) -> list[str]:
+    """`stream_mode` query values as LangGraph Server reads them: repeated, a JSON array,
+    or empty (langgraph_sdk's default `stream_mode=`): [] means the run's own modes."""
+    modes: list[str] = []
+    for value in values or ():
+        if value.startswith("["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):
+                modes.extend(str(m) for m in parsed)
+                continue
+        if value:
+            modes.append(value)
+    unknown = sorted({m for m in modes if m not in allowed})
+    if unknown:
+        raise ModeError(
+            f"Unknown stream_mode {', '.join(map(repr, unknown))}; use {', '.join(allowed)}."
+        )
+    return modes
+
+
+class ModeError(errors.ServiceError):
+    status_code = 422
+
+
+async def run_modes(run: Run) -> list[str]:
+    """The modes a run was started with (a join or reconnect that names none gets them)."""
+    return list(run.stream_modes or await sync_to_async(eventlog.saved_modes)(run.pk) or [])
+
+
+@retry_transient
+def _cancel_if_running(run_id, user) -> None:
+    """Cancel a run whose streaming client left (LangGraph's on_disconnect="cancel")."""
+    run = Run.objects.select_related("thread").filter(pk=run_id).one_or_none()
+    if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        return
+    try:
+        runs.thread_cancel(thread=run.thread, user=user)
+        log.info("run %s cancelled: its client disconnected", run_id)
+    except errors.Forbidden:
+        log.info("run %s: its client disconnected but may not cancel it", run_id)
+
+
+async def stream_response(
+    request, sub: ThreadSubscription, run: Run, stream_mode, *, cancel_on_disconnect=False
+) -> StreamingHttpResponse:
+    last_event_id = request.headers.get("Last-Event-ID") or None
+    on_disconnect = None
+    if cancel_on_disconnect:
+        user = request.user
+        on_disconnect = partial(released(_cancel_if_running), run.pk, user)
+    if not stream_mode:
+        # A join or a reconnect (the SDKs GET the Location) naming no modes: the run's own.
+        stream_mode = await run_modes(run)
+    response = StreamingHttpResponse(
+        run_events(
+            sub=sub,
+            run=run,
+            stream_mode=stream_mode,
+            timeout=wait_seconds(),
+            last_event_id=last_event_id,
+            on_disconnect=on_disconnect,
+        ),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"
+    name_run(request, response, run)
+    return response

@@ -1,0 +1,71 @@
+"""The deployment's API through langgraph_sdk, and what its failures mean."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+from langgraph_sdk import errors as sdk_errors
+from langgraph_sdk import get_sync_client
+
+from hitl.core.models import RemoteDeployment
+
+log = logging.getLogger(__name__)
+
+
+def client_for(deployment: RemoteDeployment) -> Any:
+    """A sync langgraph_sdk client of the deployment (its key as x-api-key)."""
+    return get_sync_client(
+        url=deployment.base_url.rstrip("/"),
+        # None, not "": no key must not fall back to LANGGRAPH_API_KEY of this process.
+        api_key=deployment.api_key or None,
+        timeout=httpx.Timeout(settings.HITL_REMOTE_TIMEOUT, connect=5.0),
+    )
+
+
+class Fault:
+    """Why a call failed, in words for the admin row, /healthz and the thread page."""
+
+    UNREACHABLE = "unreachable"
+    KEY_REFUSED = "key refused"
+    CONFLICT = "conflict"
+    NOT_FOUND = "not found"
+    REFUSED = "refused"
+
+
+def fault_of(exc: BaseException) -> tuple[str, str] | None:
+    """(kind, message) for a failure of the deployment's API; None for anything else.
+
+    The message never holds the key: only the status and the server's own words.
+    """
+    if isinstance(exc, sdk_errors.ConflictError):
+        return Fault.CONFLICT, f"409: {exc.message}"[:500]
+    if isinstance(exc, (sdk_errors.AuthenticationError, sdk_errors.PermissionDeniedError)):
+        return Fault.KEY_REFUSED, f"the API key was refused ({exc.response.status_code})"
+    if isinstance(exc, sdk_errors.NotFoundError):
+        return Fault.NOT_FOUND, f"404: {exc.message}"[:500]
+    if isinstance(exc, (sdk_errors.APIConnectionError, httpx.TransportError)):
+        return Fault.UNREACHABLE, f"unreachable ({type(exc).__name__})"
+    if isinstance(exc, (sdk_errors.InternalServerError, sdk_errors.RateLimitError)):
+        return Fault.UNREACHABLE, f"unavailable ({exc.response.status_code})"
+    if isinstance(exc, sdk_errors.APIStatusError):
+        return Fault.REFUSED, f"{exc.response.status_code}: {exc.message}"[:500]
+    if isinstance(exc, httpx.HTTPStatusError):
+        return Fault.REFUSED, f"{exc.response.status_code}"
+    return None
+
+
+def deployment_health(deployment: RemoteDeployment, *, error: str = "") -> None:
+    """Record the outcome of a call: the admin row and /healthz show it."""
+    now = timezone.now()
+    fields: dict[str, Any] = {"last_polled_at": now, "last_error": error[:1000]}
+    if not error:
+        fields["last_ok_at"] = now
+    elif error != deployment.last_error:
+        log.warning("remote deployment %s: %s", deployment.name, error)
+    RemoteDeployment.objects.filter(pk=deployment.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(deployment, name, value)

@@ -1,0 +1,63 @@
+"""What every way of going on from a pause shares: telling listeners of the thread's new
+status, and withdrawing the interrupts it leaves behind (superseded by new input, a
+double-texted run, a breakpoint continued)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from hitl.core import audit
+from hitl.core.live import events
+from hitl.core.models import HumanInterrupt, Thread
+
+# The audit reason of interrupts withdrawn because the thread went on without them.
+SUPERSEDED = "superseded by new input"
+# The interrupt id prefix of a pause at a LangGraph breakpoint (interrupt_before/after).
+BREAKPOINT = "breakpoint:"
+
+
+def announce_thread(
+    thread: Thread, run_end: events.RunEnd | None = None, *, run_ended: bool = False
+) -> None:
+    """Tell every listener of the thread its new status once the change commits.
+
+    `run_ended` marks the announcement of a run's end (its waiters then read it even
+    when a rule already queued the next run and the thread is busy again).
+    """
+    status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
+    transaction.on_commit(
+        lambda: events.publish_thread_changed(
+            thread_id=thread_id,
+            status=status,
+            requester_id=requester_id,
+            run_end=run_end,
+            run_ended=run_ended,
+        )
+    )
+
+
+def interrupts_withdraw(*, thread: Thread, user, reason: str = "") -> None:
+    """Withdraw the thread's pending interrupts (inside the caller's transaction, the
+    thread locked): cancelled, audited with `reason`, gone live from every open page.
+    Decisions under their grace period stay recorded but never resume the thread."""
+    pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
+    thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
+    thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
+    data = {"reason": reason} if reason else None
+    for pk, _ in pending:
+        audit.audit_record(
+            kind=audit.Kind.INTERRUPT_CANCELLED,
+            thread=thread,
+            interrupt_id=pk,
+            actor=user,
+            data=data,
+        )
+    for pk, group_id in pending:
+        transaction.on_commit(
+            lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
+                thread_id=thread.pk,
+                interrupt_id=pk,
+                reviewer_group_id=group_id,
+                status="cancelled",
+            )
+        )
