@@ -9,7 +9,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The suite runs against the local Postgres and Redis (a database and a Redis db of its own).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hitl
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-# In parallel (pytest-xdist): one worker per core, at most 4 (tests/xdist_env.py). Each worker
+# In parallel (pytest-xdist): one worker per core, at most 3 (tests/xdist_env.py). Each worker
 # has its own test database (test_hitl_gw0 ...) and Redis db (15, 14 ...); a test file stays
 # on one worker, with its module's browser or OIDC provider. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= auto

@@ -20,8 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # Each worker starts its own daphne, Celery and Chromium processes, each with a Postgres
 # pool: past this many the machine's cores and Postgres's max_connections (100 by
-# default) run short before the suite gets faster.
-MAX_WORKERS = 4
+# default) run short: one worker peaked at 31 sessions, two together at 44.
+MAX_WORKERS = 3
 
 
 def worker_index() -> int:
