@@ -9,6 +9,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The suite runs against the local Postgres and Redis (a database and a Redis db of its own).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hitl
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# In parallel (pytest-xdist): one worker per core, at most 3 (tests/xdist_env.py). Each worker
+# has its own test database (test_hitl_gw0 ...) and Redis db (15, 14 ...); a test file stays
+# on one worker, with its module's browser or OIDC provider. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= auto
 
 .PHONY: run install install-dev test services chromium oidc-provider worker web bench lint
 
@@ -36,7 +40,7 @@ oidc-provider:
 	scripts/ensure-oidc-provider
 
 test: install-dev services chromium oidc-provider
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/python manage.py makemigrations --check --dry-run

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,6 +23,8 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+
+from tests.xdist_env import worker_index
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -46,6 +49,10 @@ def pytest_collection_modifyitems(config, items):
 def pytest_sessionstart(session):
     if not (USING_POSTGRES and settings.REDIS_URL):
         return
+    if getattr(session.config.option, "dist", "no") != "no" and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    ):
+        return  # xdist's controller runs no test: each worker empties its own db
     import redis
 
     try:
@@ -57,10 +64,32 @@ def pytest_sessionstart(session):
             ) from exc
 
 
+# Under pytest-xdist each worker takes its ports from a range of its own, below the
+# ephemeral ports the OS hands out (32768-60999 on Linux): two workers never pick the same
+# port between one's free_port() and its server's bind.
+WORKER_PORTS = 1000
+_ports_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on, for a server a test starts."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    low = 20000 + worker_index() * WORKER_PORTS
+    for port in random.sample(range(low, low + WORKER_PORTS), WORKER_PORTS):
+        if port in _ports_given:
+            continue  # given before: its server may still hold it, or be about to
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
+    _ports_given.clear()
+    return free_port()
 
 
 def wait_for(
@@ -92,6 +121,47 @@ def _test_database_url() -> str:
     host = db.get("HOST") or "127.0.0.1"
     port = db.get("PORT") or 5432
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if USING_POSTGRES:
+        reopen_dead_connections(item.config)
+
+
+def reopen_dead_connections(config) -> list[str]:
+    """Before each test's fixtures: a dead Django connection is dropped, not inherited.
+
+    Django closes unusable connections at the start and end of a request, which tests
+    do not make: a session the server ended (a restart, a backend killed) would fail
+    every later test's setup and teardown. Here the connection is checked (one round
+    trip), and a dead one is closed with its whole pool (the server usually ended its
+    neighbours too). Its test's teardown flush may not have run, so the database is
+    flushed as a transactional test's teardown does: one fault costs one test.
+    Returns the aliases it reopened.
+    """
+    from django.core.management import call_command
+    from django.db import connections
+    from pytest_django.plugin import blocking_manager_key
+
+    reopened = []
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None or conn.in_atomic_block or conn.is_usable():
+            continue
+        reopened.append(conn.alias)
+        # Playwright's sync API leaves an event loop running on this thread.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+            with contextlib.suppress(Exception):
+                conn.close()
+            conn.connection = None
+            with contextlib.suppress(Exception):
+                conn.close_pool()
+            if conn.settings_dict["NAME"].startswith("test_"):
+                with config.stash[blocking_manager_key].unblock():
+                    call_command("flush", database=conn.alias, interactive=False, verbosity=0)
+                    conn.close()
+    return reopened
 
 
 @pytest.fixture(scope="session")
