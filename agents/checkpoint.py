@@ -17,6 +17,40 @@ from urllib.parse import urlparse
 _lock = threading.Lock()
 _cache: dict[str, tuple[int, Any]] = {}
 _SETUP_LOCK_ID = 0x4C47_4350  # "LGCP": serializes checkpointer migrations across processes
+
+
+def setup_locked(conn: Any, setup: Callable[[], Any], lock_id: int = _SETUP_LOCK_ID) -> None:
+    """Run a saver's or store's migrations, one process at a time across the database.
+
+    Worker processes starting together on a fresh database would race on CREATE TABLE IF
+    NOT EXISTS (a unique violation in pg_type). Polled, not blocking: a waiting statement
+    would deadlock the holder's CREATE INDEX CONCURRENTLY, which waits for every open
+    transaction.
+    """
+    lock = "SELECT pg_try_advisory_lock(%s) AS locked"
+    while not conn.execute(lock, (lock_id,)).fetchone()["locked"]:
+        time.sleep(0.05)
+    try:
+        setup()
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
+
+
+async def asetup_locked(
+    conn: Any, setup: Callable[[], Awaitable[Any]], lock_id: int = _SETUP_LOCK_ID
+) -> None:
+    """setup_locked on an async connection."""
+    import asyncio
+
+    lock = "SELECT pg_try_advisory_lock(%s) AS locked"
+    while not (await (await conn.execute(lock, (lock_id,))).fetchone())["locked"]:
+        await asyncio.sleep(0.05)
+    try:
+        await setup()
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
+
+
 # A pooled connection handed back less than this long ago is used without a check.
 CHECK_AFTER_IDLE_SECONDS = 1.0
 # How long the async saver retries a write that met a dropped session (see _aretry).
@@ -124,17 +158,7 @@ def _make(url: str, pool_size: int) -> Any:
             open=True,
         )
         with pool.connection() as conn:
-            # Worker processes starting together on a fresh database would race on
-            # CREATE TABLE IF NOT EXISTS (a unique violation in pg_type): one at a time.
-            # Polled, not blocking: a waiting statement would deadlock the holder's
-            # CREATE INDEX CONCURRENTLY, which waits for every open transaction.
-            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
-            while not conn.execute(lock, (_SETUP_LOCK_ID,)).fetchone()["locked"]:
-                time.sleep(0.05)
-            try:
-                PostgresSaver(conn).setup()
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+            setup_locked(conn, PostgresSaver(conn).setup)
         return PostgresSaver(pool)
     if scheme == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
@@ -209,8 +233,6 @@ def _ordered_async_postgres_saver() -> type:
 async def _amake(url: str, pool_size: int) -> Any:
     scheme = urlparse(url).scheme
     if scheme.startswith("postgres"):
-        import asyncio
-
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
@@ -226,13 +248,7 @@ async def _amake(url: str, pool_size: int) -> Any:
         )
         await pool.open()
         async with pool.connection() as conn:
-            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
-            while not (await (await conn.execute(lock, (_SETUP_LOCK_ID,))).fetchone())["locked"]:
-                await asyncio.sleep(0.05)
-            try:
-                await AsyncPostgresSaver(conn).setup()
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+            await asetup_locked(conn, AsyncPostgresSaver(conn).setup)
         return _ordered_async_postgres_saver()(pool)
     if scheme == "sqlite":
         import aiosqlite

@@ -10,11 +10,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 from typing import Any
 from urllib.parse import urlparse
 
-from agents.checkpoint import _sqlite_path, aget_checkpointer, get_checkpointer
+from agents.checkpoint import (
+    _sqlite_path,
+    aget_checkpointer,
+    asetup_locked,
+    get_checkpointer,
+    setup_locked,
+)
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[int, Any]] = {}
@@ -37,13 +42,7 @@ def _make(url: str, pool_size: int) -> Any:
 
         pool = get_checkpointer(url, pool_size).conn
         with pool.connection() as conn:
-            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
-            while not conn.execute(lock, (_SETUP_LOCK_ID,)).fetchone()["locked"]:
-                time.sleep(0.05)
-            try:
-                PostgresStore(conn).setup()
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+            setup_locked(conn, PostgresStore(conn).setup, _SETUP_LOCK_ID)
         return PostgresStore(pool)
     if scheme == "sqlite":
         from langgraph.store.sqlite import SqliteStore
@@ -71,19 +70,11 @@ def store_for(url: str, pool_size: int = 4) -> Any:
 async def _amake(url: str, pool_size: int) -> Any:
     scheme = urlparse(url).scheme
     if scheme.startswith("postgres"):
-        import asyncio
-
         from langgraph.store.postgres.aio import AsyncPostgresStore
 
         pool = (await aget_checkpointer(url, pool_size)).conn
         async with pool.connection() as conn:
-            lock = "SELECT pg_try_advisory_lock(%s) AS locked"
-            while not (await (await conn.execute(lock, (_SETUP_LOCK_ID,))).fetchone())["locked"]:
-                await asyncio.sleep(0.05)
-            try:
-                await AsyncPostgresStore(conn).setup()
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_ID,))
+            await asetup_locked(conn, AsyncPostgresStore(conn).setup, _SETUP_LOCK_ID)
         return AsyncPostgresStore(pool)
     if scheme == "sqlite":
         import aiosqlite
