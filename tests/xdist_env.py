@@ -58,6 +58,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
         os.environ["MEDIA_ROOT"] = str(Path(os.environ["MEDIA_ROOT"]) / f"pytest-{worker}")
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest -p no:xdist must still run
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto`: one worker per CPU this process may use, at most MAX_WORKERS, and no
     more than REDIS_URL's db number leaves Redis dbs for (gw0 takes it, gw1 the one below)."""
