@@ -8,6 +8,7 @@ Pinned to this venv's langgraph version so every server runs the same graph runt
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -75,7 +76,18 @@ def venv_versions(venv: Path, packages: list[str]) -> str:
 
 
 def ensure_venv(name: str, requirements: list[str]) -> Path:
-    """A venv under bench/.peers/<name> holding `requirements`; installed once."""
+    """A venv under bench/.peers/<name> holding `requirements`; installed once.
+
+    Processes that want it at once (parallel test workers) take turns on a file lock: the
+    first installs, the others then find it installed.
+    """
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f".{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install_venv(name, requirements)
+
+
+def _install_venv(name: str, requirements: list[str]) -> Path:
     venv = CACHE / name
     marker = venv / ".bench-installed"
     wanted = "\n".join(requirements)
