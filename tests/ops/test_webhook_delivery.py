@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from hitl.core.models import Run, Thread, WebhookDelivery
@@ -97,7 +99,11 @@ def test_a_delivery_verifies_with_the_standard_webhooks_library(hooks, receivers
     (hit,) = receiver.requests
     # What a receiver does with off-the-shelf code and the secret HITL prints for it.
     verifier = Webhook(webhooks.receiver_secret())
-    assert verifier.verify(hit["body"], hit["headers"]) == {"event": "run.success", "n": 1}
+    verified = verifier.verify(hit["body"], hit["headers"])
+    # As LangGraph Server does, each attempt says when it was sent.
+    sent_at = datetime.fromisoformat(verified.pop("webhook_sent_at"))
+    assert abs((timezone.now() - sent_at).total_seconds()) < 300
+    assert verified == {"event": "run.success", "n": 1}
     assert hit["headers"]["webhook-id"] == str(delivery.pk)
     with pytest.raises(WebhookVerificationError):
         verifier.verify(hit["body"] + b" ", hit["headers"])
@@ -232,5 +238,7 @@ def test_the_payload_on_the_wire_is_the_signed_json(hooks, receivers, requester)
     delivery = delivery_to(receiver.url, requester)
     webhooks.delivery_attempt(delivery_id=delivery.pk)
     (hit,) = receiver.requests
-    assert json.loads(hit["body"]) == delivery.payload
+    body = json.loads(hit["body"])
+    assert isinstance(body.pop("webhook_sent_at"), str)  # when this attempt went out
+    assert body == delivery.payload
     assert hit["headers"]["host"] == f"127.0.0.1:{receiver.port}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from bench import peer_servers
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_for
 
 GRAPH_FILE = Path(__file__).resolve().parent / "graphs.py"
 AUTH_FILE = Path(__file__).resolve().parent / "keyauth.py"
@@ -74,16 +75,28 @@ class PeerServer:
         peer_servers.wait_http(health, self.proc, 120, self.log)
 
     def stop(self) -> None:
-        """A clean stop: `langgraph dev` saves its in-memory state for the next start."""
-        if self.proc is None or self.proc.poll() is not None:
+        """A clean stop: `langgraph dev` saves its in-memory state for the next start.
+
+        Down means its port refuses connections: a server's workers (uvicorn's) may still
+        answer on kept-alive connections for a while after the process that started them
+        has gone, so the whole process group is stopped and the port is watched.
+        """
+        if self.proc is None:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        # Whatever of its group outlived it (or all of it, past the timeout) goes now.
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+        self.proc.wait(timeout=5)
+        wait_for(self._refused, 30, 0.1, f"{self.kind} to stop listening")
+
+    def _refused(self) -> bool:
+        with socket.socket() as probe:
+            probe.settimeout(1)
+            return probe.connect_ex(("127.0.0.1", self.port)) != 0
 
     def remove(self) -> None:
         """Stop it and drop what it kept outside its work directory (Aegra's database)."""

@@ -359,6 +359,8 @@ def test_a_remote_item_is_mailed_and_claimed_as_a_local_one_is(
     "I'm on it" holds back a second reviewer's client until the claim is overridden."""
     reviewer.email = "rita@example.com"
     reviewer.save()
+    # What earlier tests left paused on this server is mirrored before anyone is mailed.
+    assert deployment_poll(deployment)["failed"] == 0
     GroupNotificationSettings.objects.create(group=deployment.reviewer_group, email_members=True)
     remote_id = peer.interrupted_thread("review", request="the launch")
     [row] = mirrored(deployment, remote_id)
