@@ -53,7 +53,7 @@ def test_a_wait_outlives_its_dropped_database_connection(transactional_db, reque
 
     from hitl.core.live.waiting import fetch_run, wait_for_run
     from hitl.core.models import Run, Thread
-    from tests.conftest import _test_database_url
+    from tests.conftest import _test_database_url, wait_for
 
     thread = Thread.objects.create(graph="approval", requester=requester, status="busy")
     run = Run.objects.create(thread=thread, kind="start", status="running")
@@ -66,8 +66,12 @@ def test_a_wait_outlives_its_dropped_database_connection(transactional_db, reque
         await fetch_run(run.pk)
         # The read gave its session back to the pool: the waiter holds none while it waits.
         assert await sync_to_async(lambda: connection.connection)() is None
-        pids = [idle.info.backend_pid for idle in connection.pool._pool]
-        assert pids
+        # The pool may take the session back on its own worker thread: wait until it has.
+        pids = wait_for(
+            lambda: [idle.info.backend_pid for idle in connection.pool._pool],
+            10,
+            what="the read's session back in the pool",
+        )
         with psycopg.connect(_test_database_url(), autocommit=True) as admin:
             # Every pooled session dies, each handed back a moment ago (so not checked).
             admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid", (pids,))
