@@ -16,13 +16,13 @@ from ninja import Field, Router, Schema
 
 from hitl.api.errors import ERRORS
 from hitl.core import errors
+from hitl.core.access.permissions import cron_list_for_user
 from hitl.core.errors import check_storable
 from hitl.core.models import Cron
 from hitl.core.runs.crons import (
     cron_create,
     cron_delete,
     cron_for_user,
-    cron_list_for_user,
     cron_update,
 )
 

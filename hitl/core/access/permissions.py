@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 
 from hitl.core.access import confcache
-from hitl.core.models import HumanInterrupt, ReviewerGroupPolicy, Run, Thread
+from hitl.core.models import Cron, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 
 
 def user_can_review_all(user) -> bool:
@@ -191,3 +191,11 @@ def user_can_use_store(user) -> bool:
     """Read and write LangGraph's store over the API: it is every graph's shared memory
     (any user's, any thread's), so it takes a permission; graphs use it freely."""
     return bool(user.is_authenticated and (user.is_superuser or user.has_perm("hitl.use_store")))
+
+
+def cron_list_for_user(user):
+    """The crons a user sees, changes and deletes: their own (a superuser's: all)."""
+    if not user.is_authenticated:
+        return Cron.objects.none()
+    crons = Cron.objects.all() if user.is_superuser else Cron.objects.filter(user=user)
+    return crons.select_related("thread")

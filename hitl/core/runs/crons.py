@@ -15,7 +15,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
 from hitl.core import audit
-from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
+from hitl.core.access.permissions import (
+    cron_list_for_user,
+    user_can_run_thread,
+    user_can_view_thread,
+)
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import Cron, CronFire, Thread
@@ -124,14 +128,6 @@ def cron_create(
             data={"cron_id": str(cron.pk), "schedule": schedule, "assistant_id": cron.assistant_id},
         )
     return cron
-
-
-def cron_list_for_user(user):
-    """The crons a user sees: their own (a superuser's: all)."""
-    if not user.is_authenticated:
-        return Cron.objects.none()
-    crons = Cron.objects.all() if user.is_superuser else Cron.objects.filter(user=user)
-    return crons.select_related("thread")
 
 
 def cron_for_user(user, cron_id: Any) -> Cron:
