@@ -17,10 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from hitl.core import audit
 from hitl.core.access.permissions import group_named
 from hitl.core.db import statements
-from hitl.core.live import events
 from hitl.core.models import (
     REMOTE_GRAPH_PREFIX,
     HumanInterrupt,
@@ -30,6 +28,7 @@ from hitl.core.models import (
     Thread,
 )
 from hitl.core.remote.client import client_for, deployment_health, fault_of
+from hitl.core.runs.pauses import interrupts_withdraw
 from hitl.core.runs.start import announce_thread
 from hitl.core.worker import lease
 
@@ -95,37 +94,6 @@ def _link(deployment: RemoteDeployment, remote: dict[str, Any]) -> RemoteThread:
     return link
 
 
-def _close_answered_elsewhere(
-    thread: Thread, rows: list[HumanInterrupt], deployment: RemoteDeployment, reason: str
-) -> None:
-    """Withdraw rows whose interrupt the remote thread no longer has (decided elsewhere,
-    for example in Agent Inbox, or the thread was deleted), with their audit events;
-    inside the caller's transaction."""
-    HumanInterrupt.objects.filter(pk__in=[r.pk for r in rows]).update(
-        status=HumanInterrupt.Status.CANCELLED
-    )
-    audit.audit_bulk(
-        [
-            audit.audit_event(
-                kind=audit.Kind.INTERRUPT_CANCELLED,
-                thread=thread,
-                interrupt=row,
-                data={"reason": reason, "deployment": deployment.name},
-            )
-            for row in rows
-        ]
-    )
-    for row in rows:
-        transaction.on_commit(
-            lambda row=row: events.publish_interrupt_changed(
-                thread_id=thread.pk,
-                interrupt_id=row.pk,
-                reviewer_group_id=row.reviewer_group_id,
-                status="cancelled",
-            )
-        )
-
-
 def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
     """Bring the mirror of one remote thread up to date; returns the rows it made.
 
@@ -166,7 +134,9 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
         ]
         if gone and not waiting:
             reason = "remote thread deleted" if status == DELETED else "answered elsewhere"
-            _close_answered_elsewhere(thread, gone, deployment, reason)
+            interrupts_withdraw(
+                thread=thread, rows=gone, reason=reason, data={"deployment": deployment.name}
+            )
         RemoteThread.objects.filter(pk=link.pk).update(
             remote_status=status[:16], remote_updated_at=_when(remote.get("updated_at"))
         )

@@ -36,28 +36,43 @@ def announce_thread(
     )
 
 
-def interrupts_withdraw(*, thread: Thread, user, reason: str = "") -> None:
-    """Withdraw the thread's pending interrupts (inside the caller's transaction, the
-    thread locked): cancelled, audited with `reason`, gone live from every open page.
-    Decisions under their grace period stay recorded but never resume the thread."""
-    pending = list(thread.interrupts.pending().values_list("pk", "reviewer_group_id"))
-    thread.interrupts.pending().update(status=HumanInterrupt.Status.CANCELLED)
-    thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
-    data = {"reason": reason} if reason else None
-    for pk, _ in pending:
-        audit.audit_record(
-            kind=audit.Kind.INTERRUPT_CANCELLED,
-            thread=thread,
-            interrupt_id=pk,
-            actor=user,
-            data=data,
-        )
-    for pk, group_id in pending:
+def interrupts_withdraw(
+    *,
+    thread: Thread,
+    user=None,
+    reason: str = "",
+    rows: list[HumanInterrupt] | None = None,
+    data: dict | None = None,
+) -> None:
+    """Withdraw the thread's pending interrupts, or just `rows` of them (inside the
+    caller's transaction, the thread locked): cancelled, audited with `reason` (and
+    `data`), gone live from every open page. Decisions under their grace period stay
+    recorded but never resume the thread."""
+    pending = rows if rows is not None else list(thread.interrupts.pending())
+    HumanInterrupt.objects.filter(pk__in=[row.pk for row in pending]).update(
+        status=HumanInterrupt.Status.CANCELLED
+    )
+    if rows is None:
+        thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
+    detail = {**({"reason": reason} if reason else {}), **(data or {})} or None
+    audit.audit_bulk(
+        [
+            audit.audit_event(
+                kind=audit.Kind.INTERRUPT_CANCELLED,
+                thread=thread,
+                interrupt=row,
+                actor=user,
+                data=detail,
+            )
+            for row in pending
+        ]
+    )
+    for row in pending:
         transaction.on_commit(
-            lambda pk=pk, group_id=group_id: events.publish_interrupt_changed(
+            lambda row=row: events.publish_interrupt_changed(
                 thread_id=thread.pk,
-                interrupt_id=pk,
-                reviewer_group_id=group_id,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
                 status="cancelled",
             )
         )
