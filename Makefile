@@ -39,7 +39,10 @@ chromium:
 oidc-provider:
 	scripts/ensure-oidc-provider
 
-test: install-dev services chromium oidc-provider
+js-clients:
+	scripts/ensure-js-clients
+
+test: install-dev services chromium oidc-provider js-clients
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-dev
