@@ -14,7 +14,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # on one worker, with its module's browser or OIDC provider. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= auto
 
-.PHONY: run install install-dev test services chromium oidc-provider worker web bench lint
+.PHONY: run install install-dev test services chromium oidc-provider js-clients worker web bench lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
