@@ -107,19 +107,59 @@ def expect_listener(thread_id: Any, seconds: float) -> bool:
     return True
 
 
-def append(thread_id: Any, event: dict[str, Any]) -> str | None:
-    """Log one event; its entry id (None when Redis is down)."""
+# A batch of a thread's events in one round trip: logged, the log's expiry renewed, and
+# the members of a channel group counted in the same atomic step (see append_all).
+_APPEND = """
+local ids = {}
+for i = 3, #ARGV do
+  ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[i])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+local members = -1
+if #KEYS > 1 then members = redis.call('ZCOUNT', KEYS[2], KEYS[3], '+inf') end
+return {members, ids}
+"""
+_scripts: dict[int, Any] = {}
+
+
+def _append_script() -> Any:
+    client = redis.client()
+    script = _scripts.get(id(client))
+    if script is None:
+        _scripts.clear()
+        script = _scripts[id(client)] = client.register_script(_APPEND)
+    return script
+
+
+def append_all(
+    thread_id: Any, batch: list[dict[str, Any]], group: tuple[str, int] | None = None
+) -> tuple[list[str | None], bool]:
+    """Log `batch`: its entry ids (None each when Redis is down), and whether the
+    channel group `group` (its members' key, and the time members joined since are
+    live) has a member. True when not counted: no group given, no Redis, or Redis
+    down.
+
+    The count is taken atomically with the logging, so a member that joins after it
+    finds these entries in the log (a stream subscribes before it reads the log): a
+    publisher may skip the live send when the count is 0 and nothing is lost.
+    """
     if not enabled():
-        return _memory.append(thread_id, event)
+        return [_memory.append(thread_id, event) for event in batch], True
+    keys = [_key(thread_id)] + ([group[0], str(group[1])] if group else [])
     try:
-        client = redis.client()
-        key = _key(thread_id)
-        entry = client.xadd(key, {"e": json.dumps(event)}, maxlen=MAX_ENTRIES, approximate=True)
-        client.expire(key, TTL_SECONDS)
-        return entry.decode() if isinstance(entry, bytes) else str(entry)
+        members, entries = _append_script()(
+            keys=keys,
+            args=[TTL_SECONDS, MAX_ENTRIES, *(json.dumps(event) for event in batch)],
+        )
     except Exception as exc:  # a live stream still works; only resuming would not
         log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
-        return None
+        return [None] * len(batch), True
+    return [_text(entry) for entry in entries], members != 0
+
+
+def append(thread_id: Any, event: dict[str, Any]) -> str | None:
+    """Log one event; its entry id (None when Redis is down)."""
+    return append_all(thread_id, [event])[0][0]
 
 
 def read_from(thread_id: Any, entry_id: str) -> list[tuple[str, dict[str, Any]]]:

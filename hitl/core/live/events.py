@@ -348,11 +348,32 @@ def thread_stream_listened(thread_id: Any) -> bool:
 
 
 def publish_thread_event(thread_id: Any, event: dict[str, Any]) -> None:
-    message: ThreadEvent = {"type": "thread.event", "thread_id": str(thread_id), "event": event}
-    seq = eventlog.append(thread_id, event)
-    if seq is not None:
-        message["seq"] = seq
-    publish([thread_group(thread_id)], dict(message))
+    publish_thread_events(thread_id, [event])
+
+
+def publish_thread_events(thread_id: Any, batch: list[dict[str, Any]]) -> None:
+    """Log a batch of the thread's stream events and send them to its group.
+
+    With the layer on the event log's Redis, one round trip logs them and counts the
+    group's members; when it has none they are not sent (a stream that subscribes
+    later reads them from the log)."""
+    group = thread_group(thread_id)
+    layer = get_channel_layer()
+    members = None
+    if (
+        eventlog.enabled()
+        and channels_redis.is_redis_layer(layer)
+        and channels_redis.layer_address(layer) == settings.REDIS_URL
+    ):
+        members = (channels_redis.group_key(layer, group), channels_redis.live_since(layer))
+    seqs, heard = eventlog.append_all(thread_id, batch, members)
+    if not heard:
+        return
+    for event, seq in zip(batch, seqs, strict=True):
+        message: ThreadEvent = {"type": "thread.event", "thread_id": str(thread_id), "event": event}
+        if seq is not None:
+            message["seq"] = seq
+        publish([group], dict(message))
 
 
 # --- in-process domain events ------------------------------------------------------------

@@ -270,11 +270,6 @@ TRANSIENT_RETRY_SECONDS = 1.0
 _CANCELLED = object()
 
 
-def _publish_all(thread_id: Any, batch: list[dict[str, Any]]) -> None:
-    for event in batch:
-        events.publish_thread_event(thread_id, event)
-
-
 async def _chunks(
     graph: Any,
     graph_input: Any,
@@ -377,7 +372,9 @@ async def _stream_run(
                         batch = list(agui.events_for_chunk(mode, chunk) if not ns else ())
                         batch += agui.client_chunk_events(ns, mode, chunk, client_modes)
                         if batch:
-                            await loop.run_in_executor(None, _publish_all, thread_id, batch)
+                            await loop.run_in_executor(
+                                None, events.publish_thread_events, thread_id, batch
+                            )
             if hold.lost:
                 return _CANCELLED
             if ended.known():
