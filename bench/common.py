@@ -172,6 +172,28 @@ def run_cycles(clients: int, cycles: int, one_cycle: Callable[[], None]) -> floa
     return time.perf_counter() - began
 
 
+def setup_django(database_url: str, **env: str) -> None:
+    """Set up Django in this process on `database_url` (created if missing, migrated),
+    without Redis unless `env` names one; the test client may use host testserver."""
+    ensure_database(database_url)
+    os.environ.update(
+        DATABASE_URL=database_url,
+        DJANGO_SETTINGS_MODULE="hitl.settings",
+        LOG_LEVEL="WARNING",
+        HITL_EXECUTOR="manual",
+    )
+    os.environ.pop("REDIS_URL", None)
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
+    call_command("migrate", verbosity=0)
+
+
 # --- the cycle through langgraph_sdk --------------------------------------------------
 
 
