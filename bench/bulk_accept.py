@@ -19,7 +19,6 @@ Prints figures; not a test.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import ensure_database, percentile  # noqa: E402
+from bench.common import percentile, setup_django  # noqa: E402
 
 
 def fill(items: int) -> None:
@@ -111,28 +110,15 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    ensure_database(args.database_url)
-    os.environ.update(
-        DATABASE_URL=args.database_url,
-        DJANGO_SETTINGS_MODULE="hitl.settings",
-        LOG_LEVEL="WARNING",
-        HITL_EXECUTOR="manual",
+    setup_django(
+        args.database_url,
         HITL_UNDO_SECONDS="0",
+        **({"REDIS_URL": args.redis} if args.redis else {}),
     )
-    os.environ.pop("REDIS_URL", None)
-    if args.redis:
-        os.environ["REDIS_URL"] = args.redis
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
     from django.test import Client
 
     from hitl.core.models import HumanInterrupt, Run
 
-    settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
-    call_command("migrate", verbosity=0)
     fill(args.items)
     rita, sam = users()
     deciding, watching = Client(), Client()

@@ -1,10 +1,12 @@
 """Helpers shared by the benchmark scripts: ports, percentiles, the bench database,
-processes, per-process CPU, and the servers bench/peers.py and bench/model_bound.py
-compare (langgraph dev, Aegra, HITL) started the same way for both (the peers' install
-and command lines are bench/peer_servers.py's, shared with tests/remote)."""
+processes, the cycle through langgraph_sdk, and the servers bench/peers.py and
+bench/model_bound.py compare (langgraph dev, Aegra, HITL) started the same way for both
+(the peers' install and command lines are bench/peer_servers.py's, shared with
+tests/remote). What they sample while measuring is bench/samplers.py's."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -30,8 +32,7 @@ from bench.peer_servers import (  # re-exported: the bench scripts' one place to
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
-CHILD_LABELS = {"celery parent": "celery children", "aegra cli": "uvicorn (aegra)"}
+RESUME = {"resume": [{"type": "accept"}]}
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -78,6 +79,31 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def celery_worker_command(
+    node: str, *, concurrency: int, pool: str = "prefork", level: str = "WARNING"
+) -> list[str]:
+    """A Celery worker of the app on both queues, without gossip, mingle and heartbeat."""
+    return [
+        str(BIN / "celery"),
+        "-A",
+        "hitl",
+        "worker",
+        "-Q",
+        "runs,default",
+        "-c",
+        str(concurrency),
+        "--pool",
+        pool,
+        "-n",
+        node,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-l",
+        level,
+    ]  # fmt: skip
+
+
 class Stack:
     """Daphne web processes and Celery workers of the app, started for a benchmark."""
 
@@ -92,7 +118,6 @@ class Stack:
         pool: str = "prefork",
         name: str = "bench",
     ):
-        bin_dir = Path(sys.executable).parent
         # Celery reads an explicit `--pool prefork` as its default and takes the
         # configured pool (HITL_WORKER_POOL) instead: say which one in both places.
         env = {**env, "HITL_WORKER_POOL": pool}
@@ -100,29 +125,11 @@ class Stack:
         self.procs: list[subprocess.Popen] = []
         self.ports = [free_port() for _ in range(web)]
         commands = [
-            [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"]
+            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"]
             for port in self.ports
         ]
         commands += [
-            [
-                str(bin_dir / "celery"),
-                "-A",
-                "hitl",
-                "worker",
-                "-Q",
-                "runs,default",
-                "-c",
-                str(concurrency),
-                "--pool",
-                pool,
-                "-n",
-                f"{name}{i}@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-l",
-                "WARNING",
-            ]  # fmt: skip
+            celery_worker_command(f"{name}{i}@%h", concurrency=concurrency, pool=pool)
             for i in range(workers)
         ]
         for command in commands:
@@ -165,130 +172,94 @@ def run_cycles(clients: int, cycles: int, one_cycle: Callable[[], None]) -> floa
     return time.perf_counter() - began
 
 
-# --- per-process CPU ------------------------------------------------------------------
+def setup_django(database_url: str, **env: str) -> None:
+    """Set up Django in this process on `database_url` (created if missing, migrated),
+    without Redis unless `env` names one; the test client may use host testserver."""
+    ensure_database(database_url)
+    os.environ.update(
+        DATABASE_URL=database_url,
+        DJANGO_SETTINGS_MODULE="hitl.settings",
+        LOG_LEVEL="WARNING",
+        HITL_EXECUTOR="manual",
+    )
+    os.environ.pop("REDIS_URL", None)
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
+    call_command("migrate", verbosity=0)
 
 
-def proc_stat(pid: int) -> tuple[int, int] | None:
-    """(utime + stime, starttime) in clock ticks, or None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return int(fields[11]) + int(fields[12]), int(fields[19])
+# --- the cycle through langgraph_sdk --------------------------------------------------
 
 
-def children(pid: int) -> list[int]:
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                found += [int(p) for p in fh.read().split()]
-    return found
+def new_results() -> dict:
+    return {"half1": [], "half2": [], "done": 0, "errors": 0, "first_error": None, "elapsed": 0.0}
 
 
-def boot_ticks_now() -> float:
-    with open("/proc/uptime") as fh:
-        return float(fh.read().split()[0]) * 1000 / TICK_MS
+def note_error(results: dict, message: str) -> None:
+    results["errors"] += 1
+    if results["first_error"] is None:
+        results["first_error"] = message[:300]
 
 
-class CpuSampler:
-    """Server CPU over a measurement, per process category.
+async def sdk_cycles(
+    base_url: str,
+    api_key: str | None,
+    assistant: str,
+    payload: dict,
+    clients: int,
+    cycles: int,
+    timeout: float = 300,
+) -> dict:
+    """`cycles` cycles from `clients` langgraph_sdk clients: threads.create ->
+    runs.wait(input) to the interrupt (half1) -> runs.wait(resume) to the end (half2).
+    Halves in ms; a failed cycle counts as an error."""
+    from langgraph_sdk import get_client
 
-    Categories come from the system's process roots (each root and its descendants)
-    and the Postgres backends of its databases, polled from pg_stat_activity. Each
-    pid counts from its value at the start (or from 0 if it started during the
-    measurement) to the last value seen; a backend that exits between two polls
-    loses only its last < interval of CPU.
-    """
+    results = new_results()
+    claimed = {"n": 0}
 
-    def __init__(self, roots: dict[str, int], databases: list[str], pg_base: str, interval=0.25):
-        self.roots, self.databases, self.pg_base, self.interval = (
-            roots,
-            databases,
-            pg_base,
-            interval,
-        )
-        self.first: dict[int, int] = {}
-        self.last: dict[int, int] = {}
-        self.category: dict[int, str] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._conn = None
-
-    def _pids(self) -> dict[int, str]:
-        pids: dict[int, str] = {}
-        for label, root in self.roots.items():
-            pids[root] = label
-            stack = [root]
-            while stack:
-                for child in children(stack.pop()):
-                    pids[child] = CHILD_LABELS.get(label, f"{label} children")
-                    stack.append(child)
-        if self._conn is not None and self.databases:
-            rows = self._conn.execute(
-                "select pid from pg_stat_activity where datname = any(%s)", (self.databases,)
-            ).fetchall()
-            for (pid,) in rows:
-                pids[pid] = "postgres backends"
-        return pids
-
-    def _sample(self, initial: bool) -> None:
-        for pid, label in self._pids().items():
-            stat = proc_stat(pid)
-            if stat is None:
+    async def one(client) -> None:
+        while claimed["n"] < cycles:
+            claimed["n"] += 1
+            try:
+                t0 = time.perf_counter()
+                thread = await client.threads.create()
+                first = await client.runs.wait(thread["thread_id"], assistant, input=payload)
+                t1 = time.perf_counter()
+                if not (isinstance(first, dict) and first.get("__interrupt__")):
+                    note_error(results, f"first half did not pause: {str(first)[:200]}")
+                    continue
+                last = await client.runs.wait(thread["thread_id"], assistant, command=RESUME)
+                t2 = time.perf_counter()
+                if not (isinstance(last, dict) and last.get("done") is True):
+                    note_error(results, f"second half did not finish: {str(last)[:200]}")
+                    continue
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                note_error(results, f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(0.05)
                 continue
-            used, started = stat
-            if pid not in self.first:
-                # Present at the start: count from there; born during the run: all of it.
-                self.first[pid] = 0 if not initial and started >= self.t0_ticks else used
-                self.category[pid] = label
-            self.last[pid] = used
+            results["half1"].append((t1 - t0) * 1000)
+            results["half2"].append((t2 - t1) * 1000)
+            results["done"] += 1
 
-    def __enter__(self):
-        import psycopg
-
-        if self.databases:
-            self._conn = psycopg.connect(f"{self.pg_base}/postgres", autocommit=True)
-        self.t0_ticks = boot_ticks_now()
-        self._sample(initial=True)
-
-        def loop():
-            while not self._stop.wait(self.interval):
-                self._sample(initial=False)
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join()
-        self._sample(initial=False)
-        if self._conn is not None:
-            self._conn.close()
-
-    def ms_by_category(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for pid, first in self.first.items():
-            label = self.category[pid]
-            out[label] = out.get(label, 0.0) + (self.last[pid] - first) * TICK_MS
-        return out
-
-
-def pg_sessions(pg_base: str, databases: list[str]) -> int:
-    import psycopg
-
-    if not databases:
-        return 0
-    with psycopg.connect(f"{pg_base}/postgres", autocommit=True) as conn:
-        conn.execute("select pg_stat_clear_snapshot()")
-        row = conn.execute(
-            "select coalesce(sum(sessions), 0) from pg_stat_database where datname = any(%s)",
-            (databases,),
-        ).fetchone()
-    return int(row[0])
+    sdk_clients = [
+        get_client(url=base_url, api_key=api_key, timeout=timeout) for _ in range(clients)
+    ]
+    began = time.perf_counter()
+    try:
+        await asyncio.gather(*(one(c) for c in sdk_clients))
+    finally:
+        results["elapsed"] = time.perf_counter() - began
+        for c in sdk_clients:
+            with contextlib.suppress(Exception):
+                await c.aclose()
+    return results
 
 
 # --- systems --------------------------------------------------------------------------

@@ -16,9 +16,8 @@ import os
 from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, START, StateGraph
 
-from bench.peer_graph import review  # the same pause as the peers benchmark
+from bench.peer_graph import cycle_graph  # the same shape and pause as the peers'
 
 
 class FaultState(TypedDict, total=False):
@@ -52,14 +51,4 @@ def act(state: FaultState, config: RunnableConfig) -> dict[str, Any]:
     return {"done": approved}
 
 
-graph = (
-    StateGraph(FaultState)
-    .add_node("plan", plan)
-    .add_node("review", review)
-    .add_node("act", act)
-    .add_edge(START, "plan")
-    .add_edge("plan", "review")
-    .add_edge("review", "act")
-    .add_edge("act", END)
-    .compile()
-)
+graph = cycle_graph(plan, act, FaultState)

@@ -13,7 +13,6 @@ Prints figures; not a test.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -22,24 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import percentile, setup_django  # noqa: E402
+
 GROUPS = ["reviewers", "finance", "legal", "ops"]
 GRAPHS = ["demo", "approval", "parallel_approval", "raw_question"]
 STATUSES = [("done", 0.6), ("idle", 0.12), ("error", 0.04), ("busy", 0.04)]  # + interrupted
 CLARIFICATIONS = ["missing_info", "ambiguous_requirement", "approach_choice", "risk_confirmation"]
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))]
-
-
-def ensure_database(database_url: str) -> None:
-    import psycopg
-
-    base, _, name = database_url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
-            conn.execute(f'create database "{name}"')
 
 
 def fill(threads: int, pending: int, seed: int = 7) -> None:
@@ -189,25 +176,11 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    ensure_database(args.database_url)
-    os.environ.update(
-        DATABASE_URL=args.database_url,
-        DJANGO_SETTINGS_MODULE="hitl.settings",
-        LOG_LEVEL="WARNING",
-        HITL_EXECUTOR="manual",
-    )
-    os.environ.pop("REDIS_URL", None)  # pages only: no channel layer, no broker
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
+    setup_django(args.database_url)  # pages only: no channel layer, no broker
     from django.test import Client
 
     from hitl.core.models import HumanInterrupt, Thread
 
-    settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
-    call_command("migrate", verbosity=0)
     have = (Thread.objects.count(), HumanInterrupt.objects.filter(status="pending").count())
     if args.reset or have != (args.threads, args.pending):
         fill(args.threads, args.pending)

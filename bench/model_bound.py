@@ -52,102 +52,25 @@ import contextlib
 import os
 import resource
 import signal
-import subprocess
 import sys
-import threading
 import time
 from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GRAPH_FILE = ROOT / "bench" / "peer_graph.py"
 sys.path.insert(0, str(ROOT))
 
-from bench.common import (  # noqa: E402
-    BIN,
-    CpuSampler,
-    System,
-    children,
-    free_port,
-    hitl_prepare,
-    install_aegra,
-    install_langgraph_dev,
-    percentile,
-    start_aegra,
-    start_langgraph_dev,
+from bench.common import new_results, percentile, sdk_cycles  # noqa: E402
+from bench.model_targets import (  # noqa: E402
+    DEFAULT_TARGETS,
+    TARGETS,
+    VARIANTS,
+    Target,
+    make_target,
 )
-from bench.peer_servers import (  # noqa: E402
-    CACHE,
-    clean_env,
-    log,
-    recreate_database,
-    wait_http,
-)
-
-PY = str(BIN / "python")
-VARIANTS = ("blocking", "awaited", "streaming")
-TARGETS = (
-    "hitl",
-    "langgraph-dev",
-    "aegra",
-    "langgraph-dev-raised",
-    "aegra-raised",
-    "hitl-threads",
-)
-DEFAULT_TARGETS = "hitl,langgraph-dev,aegra,langgraph-dev-raised,aegra-raised"
-RESUME = {"resume": [{"type": "accept"}]}
-GRAPHS = {v: f"{GRAPH_FILE}:{v}" for v in VARIANTS}
-
-
-def rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def tree(pid: int) -> list[int]:
-    pids, stack = [pid], [pid]
-    while stack:
-        for child in children(stack.pop()):
-            pids.append(child)
-            stack.append(child)
-    return pids
-
-
-class RssSampler:
-    """Peak RSS (sum over each root's process tree, and the largest single process)."""
-
-    def __init__(self, roots: list[int], interval: float = 0.5):
-        self.roots, self.interval = roots, interval
-        self.peak_total = 0
-        self.peak_process = 0
-        self._stop = threading.Event()
-
-    def _sample(self) -> None:
-        sizes = [rss_kb(p) for root in self.roots for p in tree(root)]
-        self.peak_total = max(self.peak_total, sum(sizes))
-        self.peak_process = max(self.peak_process, max(sizes, default=0))
-
-    def __enter__(self):
-        self._sample()
-
-        def loop():
-            while not self._stop.wait(self.interval):
-                self._sample()
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self._sample()
+from bench.model_waits import waits_mode  # noqa: E402
+from bench.peer_servers import log  # noqa: E402
+from bench.samplers import CpuSampler, RssSampler  # noqa: E402
 
 
 def in_flight(trace: Path, start: float, end: float) -> tuple[float, int]:
@@ -171,244 +94,23 @@ def in_flight(trace: Path, start: float, end: float) -> tuple[float, int]:
     return busy / (end - start), peak
 
 
-# --- targets ----------------------------------------------------------------------------
-
-
-class Target(System):
-    """A server of the three graphs; `run_roots` are the processes that run graphs."""
-
-    raised = False
-
-    def __init__(self, args, name: str):
-        self.name = name
-        super().__init__(args)
-        self.trace = self.workdir / "model-trace.log"
-
-    def graph_env(self) -> dict[str, str]:
-        return {"BENCH_MODEL_TRACE": str(self.trace)}
-
-    def run_roots(self) -> list[int]:
-        return [self.procs[0].pid]
-
-    def concurrency(self) -> int:
-        return max(self.args.clients)
-
-
-class LanggraphDevTarget(Target):
-    def install(self) -> None:
-        install_langgraph_dev(self)
-
-    def start(self) -> None:
-        jobs = self.concurrency() if self.raised else 10
-        start_langgraph_dev(
-            self,
-            GRAPHS,
-            run_dir=CACHE / f"{self.name}-model-run",
-            jobs=jobs,
-            logname=f"{self.name}.log",
-            **self.graph_env(),
-        )
-        self.label = f"langgraph dev, {jobs} jobs per worker"
-
-
-class AegraTarget(Target):
-    def install(self) -> None:
-        install_aegra(self)
-
-    @property
-    def database(self) -> str:
-        return f"{self.args.db_prefix}_aegra"
-
-    @property
-    def databases(self) -> list[str]:  # type: ignore[override]
-        return [self.database]
-
-    def prepare(self) -> None:
-        recreate_database(self.args.pg, self.database)
-
-    def start(self) -> None:
-        extra = dict(self.graph_env())
-        if self.raised:
-            # Aegra runs every run as a task on its event loop (no cap of its own); what
-            # bounds it are its two database pools (SQLAlchemy 2, the checkpointer's 6).
-            jobs = self.concurrency()
-            extra.update(
-                SQLALCHEMY_POOL_SIZE=str(max(2, jobs // 4)),
-                LANGGRAPH_MAX_POOL_SIZE=str(max(6, jobs // 2)),
-            )
-        start_aegra(
-            self,
-            GRAPHS,
-            run_dir=CACHE / f"{self.name}-model-run",
-            database=self.database,
-            logname=f"{self.name}.log",
-            **extra,
-        )
-
-    def cpu_roots(self) -> dict[str, int]:
-        return {"aegra cli": self.procs[0].pid}
-
-
-class HitlTarget(Target):
-    """daphne + one Celery worker as README.md's "Running on a host" starts them."""
-
-    worker_args: list[str] = []
-
-    @property
-    def database(self) -> str:
-        return f"{self.args.db_prefix}_hitl"
-
-    @property
-    def databases(self) -> list[str]:  # type: ignore[override]
-        return [self.database]
-
-    def env(self, app: str = "") -> dict[str, str]:
-        env = clean_env(
-            HITL_VAR_DIR=str(self.workdir / "var"),
-            HITL_EXTRA_GRAPHS=",".join(f"{v}=bench.peer_graph:{v}" for v in VARIANTS),
-            LOG_LEVEL="WARNING",
-            DJANGO_SETTINGS_MODULE="hitl.settings",
-            PYTHONUNBUFFERED="1",
-            DATABASE_URL=f"{self.args.pg}/{self.database}",
-            REDIS_URL=self.args.redis,
-            **self.graph_env(),
-        )
-        if app:
-            env["PGAPPNAME"] = app  # libpq's session name: counted in pg_stat_activity
-            # The checkpointer's own pool (state reads in the web process) apart.
-            url = f"{self.args.pg}/{self.database}?application_name={app}-checkpoints"
-            env["HITL_CHECKPOINT_URL"] = url
-        return env
-
-    def prepare(self) -> None:
-        import redis
-
-        recreate_database(self.args.pg, self.database)
-        redis.Redis.from_url(self.args.redis).flushdb()
-        self.api_key = hitl_prepare(self.env(), self.workdir / "token")
-
-    def start(self) -> None:
-        port = free_port()
-        web, logfile = self.spawn(
-            # `-m` so that the code under ROOT is served (a checkout of another commit).
-            [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
-            cwd=ROOT,
-            env=self.env("bench-web"),
-            logname="daphne.log",
-        )
-        worker, worker_log = self.spawn(
-            [
-                PY,
-                "-m",
-                "celery",
-                "-A",
-                "hitl",
-                "worker",
-                "-Q",
-                "runs,default",
-                "-n",
-                f"{self.name}@%h",
-                *self.worker_args,
-                "-l",
-                "INFO",
-            ],
-            cwd=ROOT,
-            env=self.env("bench-worker"),
-            logname="worker.log",
-        )
-        self.base_url = f"http://127.0.0.1:{port}/langgraph"
-        wait_http(f"{self.base_url}/ok", web, 60, logfile)
-        deadline = time.monotonic() + 60
-        while "ready to take runs" not in worker_log.read_text(errors="replace"):
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(worker_log.read_text(errors="replace")[-3000:])
-            time.sleep(0.2)
-
-    def cpu_roots(self) -> dict[str, int]:
-        return {"daphne": self.procs[0].pid, "celery parent": self.procs[1].pid}
-
-    def run_roots(self) -> list[int]:
-        return [self.procs[1].pid]
-
-
-class HitlThreadsTarget(HitlTarget):
-    @property
-    def worker_args(self) -> list[str]:  # type: ignore[override]
-        return ["-P", "threads", "-c", str(self.concurrency())]
-
-
-def make_target(args, name: str) -> Target:
-    cls = {
-        "hitl": HitlTarget,
-        "hitl-threads": HitlThreadsTarget,
-        "langgraph-dev": LanggraphDevTarget,
-        "langgraph-dev-raised": LanggraphDevTarget,
-        "aegra": AegraTarget,
-        "aegra-raised": AegraTarget,
-    }[name]
-    target = cls(args, name)
-    target.raised = name.endswith("-raised")
-    return target
-
-
 # --- driving ----------------------------------------------------------------------------
 
 
-def new_results() -> dict:
-    return {"cycles": [], "done": 0, "errors": 0, "first_error": None, "elapsed": 0.0}
-
-
-def note_error(results: dict, message: str) -> None:
-    results["errors"] += 1
-    if results["first_error"] is None:
-        results["first_error"] = message[:300]
-
-
-async def drive(target: Target, variant: str, latency: float, clients: int, cycles: int) -> dict:
-    from langgraph_sdk import get_client
-
-    results = new_results()
-    claimed = {"n": 0}
+def drive(target: Target, variant: str, latency: float, clients: int, cycles: int) -> dict:
+    """The cycles, each with its whole time in seconds under "cycles"."""
     payload = {"request": "bench", "latency": latency}
-
-    async def one(client) -> None:
-        while claimed["n"] < cycles:
-            claimed["n"] += 1
-            try:
-                t0 = time.perf_counter()
-                thread = await client.threads.create()
-                first = await client.runs.wait(thread["thread_id"], variant, input=payload)
-                if not (isinstance(first, dict) and first.get("__interrupt__")):
-                    note_error(results, f"first half did not pause: {str(first)[:200]}")
-                    continue
-                last = await client.runs.wait(thread["thread_id"], variant, command=RESUME)
-                t1 = time.perf_counter()
-                if not (isinstance(last, dict) and last.get("done") is True):
-                    note_error(results, f"second half did not finish: {str(last)[:200]}")
-                    continue
-            except Exception as exc:  # noqa: BLE001 - counted and reported
-                note_error(results, f"{type(exc).__name__}: {exc}")
-                await asyncio.sleep(0.05)
-                continue
-            results["cycles"].append(t1 - t0)
-            results["done"] += 1
-
-    sdk_clients = [
-        get_client(url=target.base_url, api_key=target.api_key, timeout=600) for _ in range(clients)
+    results = asyncio.run(
+        sdk_cycles(target.base_url, target.api_key, variant, payload, clients, cycles, 600)
+    )
+    results["cycles"] = [
+        (a + b) / 1000 for a, b in zip(results["half1"], results["half2"], strict=True)
     ]
-    began = time.perf_counter()
-    try:
-        await asyncio.gather(*(one(c) for c in sdk_clients))
-    finally:
-        results["elapsed"] = time.perf_counter() - began
-        for c in sdk_clients:
-            with contextlib.suppress(Exception):
-                await c.aclose()
     return results
 
 
 def measure(target: Target, variant: str, latency: float, clients: int, cycles: int) -> dict:
-    smoke = asyncio.run(drive(target, variant, latency, 1, 1))
+    smoke = drive(target, variant, latency, 1, 1)
     if smoke["errors"]:
         out = new_results()
         out.update(errors=cycles, first_error=smoke["first_error"], smoke_failed=True)
@@ -418,158 +120,13 @@ def measure(target: Target, variant: str, latency: float, clients: int, cycles: 
         CpuSampler(target.cpu_roots(), target.databases, target.args.pg) as cpu,
         RssSampler(target.run_roots()) as rss,
     ):
-        results = asyncio.run(drive(target, variant, latency, clients, cycles))
+        results = drive(target, variant, latency, clients, cycles)
     wall1 = time.time()
     results["cpu_ms"] = sum(cpu.ms_by_category().values())
     results["rss_total_mb"] = rss.peak_total / 1024
     results["rss_process_mb"] = rss.peak_process / 1024
     results["in_flight"] = in_flight(target.trace, wall0, wall1)
     return results
-
-
-# --- 1,000 waits ----------------------------------------------------------------------
-
-
-def pool_max(target: HitlTarget) -> tuple[int, int]:
-    out = subprocess.run(
-        [
-            str(BIN / "python"),
-            "-c",
-            "import django; django.setup(); from django.conf import settings; "
-            "print(settings.DATABASES['default']['OPTIONS']['pool']['max_size'], "
-            "settings.HITL_CHECKPOINT_POOL_SIZE)",
-        ],
-        cwd=ROOT,
-        env=target.env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    django_pool, checkpoint_pool = out.stdout.split()
-    return int(django_pool), int(checkpoint_pool)
-
-
-async def open_waits(target: HitlTarget, n: int, latency: float) -> dict:
-    """N waits at once (wait / stream / create+join), each on its own thread's run."""
-    import httpx
-
-    headers = {"x-api-key": target.api_key or ""}
-    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
-    results = {"ok": 0, "errors": 0, "first_error": None, "by_kind": {}}
-    body = {"assistant_id": "blocking", "input": {"request": "waits", "latency": latency}}
-
-    def fail(message: str) -> None:
-        results["errors"] += 1
-        results["first_error"] = results["first_error"] or message[:300]
-
-    async with httpx.AsyncClient(
-        base_url=target.base_url, headers=headers, timeout=900, limits=limits
-    ) as http:
-        threads = []
-        for _ in range(n):  # sequential: the waits, not the creates, are what is measured
-            answer = await http.post("/threads", json={})
-            answer.raise_for_status()
-            threads.append(answer.json()["thread_id"])
-
-        async def wait(thread_id: str) -> None:
-            answer = await http.post(f"/threads/{thread_id}/runs/wait", json=body)
-            if answer.status_code != 200 or not answer.json().get("__interrupt__"):
-                return fail(f"wait {answer.status_code}: {answer.text[:200]}")
-            results["ok"] += 1
-
-        async def stream(thread_id: str) -> None:
-            saw_interrupt = False
-            async with http.stream(
-                "POST",
-                f"/threads/{thread_id}/runs/stream",
-                json={**body, "stream_mode": ["values", "updates"]},
-            ) as answer:
-                if answer.status_code != 200:
-                    await answer.aread()
-                    return fail(f"stream {answer.status_code}: {answer.text[:200]}")
-                async for line in answer.aiter_lines():
-                    if line.startswith("data:") and "__interrupt__" in line:
-                        saw_interrupt = True
-            if not saw_interrupt:
-                return fail("stream ended without the interrupt")
-            results["ok"] += 1
-
-        async def join(thread_id: str) -> None:
-            created = await http.post(f"/threads/{thread_id}/runs", json=body)
-            if created.status_code != 200:
-                return fail(f"create {created.status_code}: {created.text[:200]}")
-            run_id = created.json()["run_id"]
-            answer = await http.get(f"/threads/{thread_id}/runs/{run_id}/join")
-            if answer.status_code != 200 or not answer.json().get("__interrupt__"):
-                return fail(f"join {answer.status_code}: {answer.text[:200]}")
-            results["ok"] += 1
-
-        async def guarded(kind, thread_id: str) -> None:
-            try:
-                await kind(thread_id)
-            except Exception as exc:  # noqa: BLE001 - counted and reported
-                fail(f"{kind.__name__}: {type(exc).__name__}: {exc}")
-
-        kinds = (wait, stream, join)
-        began = time.perf_counter()
-        await asyncio.gather(*(guarded(kinds[i % 3], t) for i, t in enumerate(threads)))
-        results["elapsed"] = time.perf_counter() - began
-    return results
-
-
-def waits_mode(args) -> None:
-    target = HitlTarget(args, "hitl")
-    results: dict = {}
-    try:
-        target.prepare()
-        target.start()
-        limit = pool_max(target)
-        import psycopg
-
-        peak = {"web": 0, "web-checkpoints": 0, "worker": 0, "samples": 0}
-        stop = threading.Event()
-
-        def sample() -> None:
-            with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as conn:
-                while not stop.wait(0.1):
-                    rows = conn.execute(
-                        "select application_name, count(*) from pg_stat_activity "
-                        "where datname = %s group by 1",
-                        (target.database,),
-                    ).fetchall()
-                    counts = dict(rows)
-                    peak["web"] = max(peak["web"], counts.get("bench-web", 0))
-                    peak["web-checkpoints"] = max(
-                        peak["web-checkpoints"], counts.get("bench-web-checkpoints", 0)
-                    )
-                    peak["worker"] = max(peak["worker"], counts.get("bench-worker", 0))
-                    peak["samples"] += 1
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        log(f"opening {args.waits} waits (wait / stream / join) on runs of {args.wait_latency}s")
-        results = asyncio.run(open_waits(target, args.waits, args.wait_latency))
-        stop.set()
-        sampler.join()
-    finally:
-        target.stop()
-        if results.get("errors") == 0:
-            target.cleanup()
-    if results.get("errors"):
-        print(f"logs: {target.workdir}")
-    print(
-        f"\n{args.waits} open waits (a third each runs.wait, runs.stream, runs.create + join), "
-        f"runs of {args.wait_latency}s queued behind one worker:"
-    )
-    print(f"  completed with the interrupt: {results['ok']}, errors: {results['errors']}")
-    if results["first_error"]:
-        print(f"  first error: {results['first_error']}")
-    print(f"  duration: {results.get('elapsed', float('nan')):.1f} s")
-    print(
-        f"  peak Postgres sessions of the web process: Django's pool {peak['web']} (at most "
-        f"{limit[0]}), the checkpointer's {peak['web-checkpoints']} (at most {limit[1]}); "
-        f"of the worker: {peak['worker']} ({peak['samples']} samples)"
-    )
 
 
 # --- report -----------------------------------------------------------------------------

@@ -152,9 +152,10 @@ def act(state: CycleState) -> dict[str, Any]:
     return {"done": isinstance(decision, dict) and decision.get("type") in ("accept", "edit")}
 
 
-def _build(plan) -> Any:
+def cycle_graph(plan, act=act, state=CycleState) -> Any:
+    """plan -> review (interrupt) -> act, compiled without a checkpointer."""
     return (
-        StateGraph(CycleState)
+        StateGraph(state)
         .add_node("plan", plan)
         .add_node("review", review)
         .add_node("act", act)
@@ -166,7 +167,7 @@ def _build(plan) -> Any:
     )
 
 
-graph = _build(plan)
-blocking = _build(plan_blocking)
-awaited = _build(plan_awaited)
-streaming = _build(plan_streaming)
+graph = cycle_graph(plan)
+blocking = cycle_graph(plan_blocking)
+awaited = cycle_graph(plan_awaited)
+streaming = cycle_graph(plan_streaming)

@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     BIN,
-    CpuSampler,
+    RESUME,
     Stack,
     System,
     free_port,
@@ -60,9 +60,11 @@ from bench.common import (  # noqa: E402
     hitl_prepare,
     install_aegra,
     install_langgraph_dev,
+    new_results,
+    note_error,
     percentile,
-    pg_sessions,
     run_cycles,
+    sdk_cycles,
     start_aegra,
     start_langgraph_dev,
 )
@@ -72,13 +74,13 @@ from bench.peer_servers import (  # noqa: E402
     recreate_database,
     wait_http,
 )
+from bench.samplers import CpuSampler, pg_sessions  # noqa: E402
 
 SYSTEMS = ["floor", "langgraph-dev", "aegra", "hitl-prod", "hitl-embedded"]
 PEERS = ("langgraph-dev", "aegra")
 HITL = ("hitl-prod", "hitl-embedded")
 ASSISTANT = "cycle"
 INPUT = {"request": "bench"}
-RESUME = {"resume": [{"type": "accept"}]}
 
 
 class Floor(System):
@@ -222,60 +224,6 @@ CLASSES = {cls.name: cls for cls in (Floor, LanggraphDev, Aegra, HitlProd, HitlE
 # --- driving --------------------------------------------------------------------------
 
 
-def new_results() -> dict:
-    return {"half1": [], "half2": [], "done": 0, "errors": 0, "first_error": None, "elapsed": 0.0}
-
-
-def note_error(results: dict, message: str) -> None:
-    results["errors"] += 1
-    if results["first_error"] is None:
-        results["first_error"] = message[:300]
-
-
-async def drive_http(system: System, clients: int, cycles: int) -> dict:
-    from langgraph_sdk import get_client
-
-    results = new_results()
-    claimed = {"n": 0}
-
-    async def one(client) -> None:
-        while claimed["n"] < cycles:
-            claimed["n"] += 1
-            try:
-                t0 = time.perf_counter()
-                thread = await client.threads.create()
-                first = await client.runs.wait(thread["thread_id"], ASSISTANT, input=INPUT)
-                t1 = time.perf_counter()
-                if not (isinstance(first, dict) and first.get("__interrupt__")):
-                    note_error(results, f"first half did not pause: {str(first)[:200]}")
-                    continue
-                last = await client.runs.wait(thread["thread_id"], ASSISTANT, command=RESUME)
-                t2 = time.perf_counter()
-                if not (isinstance(last, dict) and last.get("done") is True):
-                    note_error(results, f"second half did not finish: {str(last)[:200]}")
-                    continue
-            except Exception as exc:  # noqa: BLE001 - counted and reported
-                note_error(results, f"{type(exc).__name__}: {exc}")
-                await asyncio.sleep(0.05)
-                continue
-            results["half1"].append((t1 - t0) * 1000)
-            results["half2"].append((t2 - t1) * 1000)
-            results["done"] += 1
-
-    sdk_clients = [
-        get_client(url=system.base_url, api_key=system.api_key, timeout=300) for _ in range(clients)
-    ]
-    began = time.perf_counter()
-    try:
-        await asyncio.gather(*(one(c) for c in sdk_clients))
-    finally:
-        results["elapsed"] = time.perf_counter() - began
-        for c in sdk_clients:
-            with contextlib.suppress(Exception):
-                await c.aclose()
-    return results
-
-
 def drive_floor(system: Floor, clients: int, cycles: int) -> dict:
     from langgraph.types import Command
 
@@ -309,7 +257,9 @@ def drive_floor(system: Floor, clients: int, cycles: int) -> dict:
 def drive(system: System, clients: int, cycles: int) -> dict:
     if isinstance(system, Floor):
         return drive_floor(system, clients, cycles)
-    return asyncio.run(drive_http(system, clients, cycles))
+    return asyncio.run(
+        sdk_cycles(system.base_url, system.api_key, ASSISTANT, INPUT, clients, cycles)
+    )
 
 
 def measure(system: System, clients: int, cycles: int, pg: str) -> dict:
