@@ -188,6 +188,10 @@ def get_checkpointer(url: str, pool_size: int = 4) -> Any:
 
 
 def _ordered_async_postgres_saver() -> type:
+    import asyncio
+    import contextlib
+
+    import psycopg
     from langgraph.checkpoint.base import WRITES_IDX_MAP
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -200,14 +204,43 @@ def _ordered_async_postgres_saver() -> type:
         so the step's checkpoint, submitted after it, gets there first: a worker killed
         in between then loses writes the sync saver would have kept (and the node runs
         again). Serialized inline, the writes take the lock first.
+
+        The stock saver's lock is one per process, around every statement: it is made
+        for one shared connection. On a pool every statement has a connection of its
+        own, so the lock here is one per thread, around its writes: a thread's writes
+        keep their order while the runs of other threads write at the same time.
         """
+
+        def __init__(self, conn, *args, **kwargs):
+            super().__init__(conn, *args, **kwargs)
+            if self.pipe is None and not isinstance(conn, psycopg.AsyncConnection):
+                self.lock = contextlib.nullcontext()
+            self._writers: dict[str, tuple[asyncio.Lock, int]] = {}
+
+        @contextlib.asynccontextmanager
+        async def _in_order(self, config):
+            thread_id = str(config["configurable"]["thread_id"])
+            lock, users = self._writers.get(thread_id, (None, 0))
+            lock = lock or asyncio.Lock()
+            self._writers[thread_id] = (lock, users + 1)
+            try:
+                async with lock:
+                    yield
+            finally:
+                lock, users = self._writers[thread_id]
+                if users > 1:
+                    self._writers[thread_id] = (lock, users - 1)
+                else:
+                    del self._writers[thread_id]
 
         async def aput(self, config, checkpoint, metadata, new_versions):
             put = super().aput
-            return await _aretry(lambda: put(config, checkpoint, metadata, new_versions))
+            async with self._in_order(config):
+                return await _aretry(lambda: put(config, checkpoint, metadata, new_versions))
 
         async def aput_writes(self, config, writes, task_id, task_path=""):
-            await _aretry(lambda: self._aput_writes(config, writes, task_id, task_path))
+            async with self._in_order(config):
+                await _aretry(lambda: self._aput_writes(config, writes, task_id, task_path))
 
         async def _aput_writes(self, config, writes, task_id, task_path):
             query = (
