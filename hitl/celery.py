@@ -5,11 +5,15 @@ import os
 
 from celery import Celery, signals
 
+from hitl.compat import kombu as compat_kombu
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
 app = Celery("hitl")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # Task modules are listed in settings.CELERY_IMPORTS.
+# Web processes publish runs and workers ack them: both with one Redis client per channel.
+compat_kombu.reuse_sync_clients()
 
 
 @signals.worker_ready.connect(weak=False, dispatch_uid="hitl-worker-ready-log")

@@ -94,6 +94,22 @@ def test_psycopg_pool_takes_the_check_it_is_given():
     assert pool._check is check and pool._reset is reset
 
 
+def test_kombu_channels_reuse_one_sync_client_until_their_pool_changes():
+    from kombu import Connection
+
+    kombu.reuse_sync_clients()
+    kombu.reuse_sync_clients()  # once: the original is not wrapped twice
+    with Connection(settings.REDIS_URL) as conn:
+        channel = conn.default_channel
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+            assert first is second
+            assert first.ping() is True
+        channel._pool = None  # what kombu does when it drops its pools (a reconnect)
+        with channel.conn_or_acquire() as third:
+            assert third is not first and third.connection_pool is channel.pool
+        assert channel._create_client(asynchronous=True) is not third
+
+
 def test_kombu_qos_is_guarded_once_and_keeps_its_methods():
     from kombu.transport import redis as kombu_redis
 
