@@ -9,6 +9,7 @@ middleware pause through `normalizeInterrupt` (the first action request; `allow_
 from "reject"; no ignore) and sends `sendHumanResponse(..., {isHitlMiddleware: true})`:
 `{decisions: [{...response, type}]}` with accept as "approve" and its text response as
 "reject" carrying the text in `args`, over `runs.stream(..., streamMode: "events")`.
+Its Ignore button is always shown and sends `{type: "ignore"}`: a reject without reason.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def _inbox_decision(kind: str, shown: dict[str, Any]) -> dict[str, Any]:
             "type": "edit",
             "args": {**request, "args": {**request["args"], "to": "cfo@example.com"}},
         }
+    if kind == "ignore":  # its Ignore button, shown whatever the config (handleIgnore)
+        return {"type": "ignore", "args": None}
     return {"type": "reject", "args": REASON}  # its "response" text box
 
 
@@ -104,10 +107,11 @@ EXPECTED = {
         {"type": "reject", "message": REASON},
         f"The email was not sent: User rejected the tool call for `send_email` with reason: {REASON}",
     ),
+    "ignore": ("ignore", {"type": "reject"}, "The email was not sent: User rejected"),
 }
 
 
-@pytest.mark.parametrize("kind", ["approve", "edit", "reject"])
+@pytest.mark.parametrize("kind", ["approve", "edit", "reject", "ignore"])
 def test_the_inbox_answers_demo_v1_with_each_decision_it_allows(live, reviewer, kind):
     thread_id = _paused_thread(live, reviewer)
     listed = _listed(live, reviewer, thread_id)
@@ -128,15 +132,23 @@ def test_the_inbox_answers_demo_v1_with_each_decision_it_allows(live, reviewer, 
     assert "send the sales report by email" in shown["description"]
 
     resume = {"decisions": [_inbox_decision(kind, shown)]}
-    body = {"command": {"resume": resume}, "stream_mode": "events", "assistant_id": GRAPH}
-    response = _post(live.base_url, reviewer, f"/threads/{thread_id}/runs/stream", body)
+    if kind == "ignore":  # handleIgnore: sendHumanResponse without stream, runs.create
+        path, body = f"/threads/{thread_id}/runs", {"command": {"resume": resume}}
+    else:  # handleSubmit: runs.stream(..., {command, streamMode: "events"})
+        path, body = f"/threads/{thread_id}/runs/stream", {"command": {"resume": resume}}
+        body["stream_mode"] = "events"
+    body["assistant_id"] = GRAPH
+    response = _post(live.base_url, reviewer, path, body)
     assert response.status_code == 200, response.text
-    parts = parse_sse(response.text)
-    assert not [data for event, data in parts if event == "error"]
-    assert {data["event"] for event, data in parts if event == "events"} >= {
-        "on_chain_start",
-        "on_chain_end",
-    }
+    if kind == "ignore":
+        sdk_client(live.base_url, reviewer).runs.join(thread_id, response.json()["run_id"])
+    else:
+        parts = parse_sse(response.text)
+        assert not [data for event, data in parts if event == "error"]
+        assert {data["event"] for event, data in parts if event == "events"} >= {
+            "on_chain_start",
+            "on_chain_end",
+        }
 
     response_type, sent, says = EXPECTED[kind]
     row.refresh_from_db()
@@ -156,7 +168,7 @@ def test_the_inbox_answers_demo_v1_with_each_decision_it_allows(live, reviewer, 
     assert answered.count() == 1
 
     # The inbox sending it again (a double click, a stale tab) changes nothing.
-    again = _post(live.base_url, reviewer, f"/threads/{thread_id}/runs/stream", body)
+    again = _post(live.base_url, reviewer, path, body)
     assert again.status_code in (400, 409), again.text
     assert Run.objects.filter(thread_id=thread_id, kind="resume").count() == 1
     assert answered.count() == 1
