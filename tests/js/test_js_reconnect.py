@@ -91,11 +91,13 @@ def _assert_whole(got: list[dict[str, Any]], whole: list[dict[str, Any]]) -> Non
     assert got[-1]["event"] == "values" and got[-1]["data"]["legs"] == ["first", "second", "third"]
 
 
+@pytest.mark.parametrize("ended_while_down", [False, True], ids=["live-tail", "ended-while-down"])
 def test_the_js_sdks_own_reconnect_gets_every_part_across_a_daphne_restart(
     relay,  # noqa: F811
     reviewer,
     node_path,
     tmp_path,
+    ended_while_down,
 ):
     sdk = sdk_client(relay.base_url, reviewer)
     thread_id = sdk.threads.create()["thread_id"]
@@ -121,8 +123,11 @@ def test_the_js_sdks_own_reconnect_gets_every_part_across_a_daphne_restart(
         # The second leg runs while no web process is up: its parts are only in the log.
         (tmp_path / "open-a").touch()
         wait_for(lambda: (tmp_path / "at-b").exists(), 60, 0.02, "the run to reach gate b")
+        if ended_while_down:  # the whole rest of the run is only in the log
+            (tmp_path / "open-b").touch()
+            wait_for(lambda: Run.objects.get(thread_id=thread_id).status == "success", 60)
         relay.start_web()
-        wait_for(lambda: len(js.ticks()) == 2 * RELAY_TICKS, 60, 0.05, "the SDK to reconnect")
+        wait_for(lambda: len(js.ticks()) >= 2 * RELAY_TICKS, 60, 0.05, "the SDK to reconnect")
         (tmp_path / "open-b").touch()  # the third leg comes live to the new daphne
         got = js.finish()
     finally:
