@@ -54,6 +54,8 @@ class Request:
     reviewer_group: str | None = None
     expires_in: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Answered with a middleware decision, whose `reject` may say why: an ignore keeps it.
+    decided: bool = False
 
     @property
     def allowed_types(self) -> list[str]:
@@ -215,6 +217,7 @@ def requests_for(value: Any, response_schema: Any = None) -> tuple[str, list[Req
                     args_schema=config.get("args_schema")
                     if isinstance(config.get("args_schema"), dict)
                     else None,
+                    decided=True,
                     **_flags_from_decisions(list(config.get("allowed_decisions") or [])),
                 )
             )
@@ -230,6 +233,7 @@ def requests_for(value: Any, response_schema: Any = None) -> tuple[str, list[Req
                 description=str(value.get("description") or ""),
                 args_schema=edit_args_schema(response_schema),
                 extra={"tool_call_id": value.get("tool_call_id"), "decisions": allowed},
+                decided=True,
                 **_flags_from_decisions(allowed),
             )
         ]
@@ -277,8 +281,12 @@ def check_response(
         raise ContractError(
             f"This interrupt does not allow {response_type!r} (allowed: {allowed})."
         )
-    if response_type in ("accept", "ignore"):
+    if response_type == "accept":
         return None
+    if response_type == "ignore":
+        # A middleware `reject` may say why: kept, and given back with the rejection.
+        reason = request.decided and isinstance(args, str) and args.strip()
+        return args if reason else None
     if response_type == "response":
         if not isinstance(args, str) or not args.strip():
             raise ContractError("A response needs a non-empty text.")
@@ -339,7 +347,7 @@ def _decision(
     if response_type == "edit":
         return {"type": "edit", "edited_action": {"name": request_action, "args": args["args"]}}
     if response_type == "ignore":
-        return {"type": "reject"}
+        return {"type": "reject", "message": args} if isinstance(args, str) else {"type": "reject"}
     if allow_respond_decision:
         return {"type": "respond", "message": args}
     return {"type": "reject", "message": args}

@@ -84,12 +84,12 @@ def test_middleware_decisions_map_onto_each_request(lg, manual_runs, reviewer):
         "type": "edit",
         "edited_action": {"name": "write_file", "args": {"path": "n.md", "text": "hi"}},
     }
-    assert result["decisions"][1]["type"] in ("respond", "reject")
-    assert result["decisions"][1]["message"] == "Not on this machine."
+    # A rejection stays one, with its reason (never turned into a `respond`).
+    assert result["decisions"][1] == {"type": "reject", "message": "Not on this machine."}
     assert [
-        (r.response_type)
+        (r.response_type, r.response_args if r.response_type == "ignore" else None)
         for r in HumanInterrupt.objects.filter(thread_id=thread_id).order_by("position")
-    ] == ["edit", "response"]
+    ] == [("edit", None), ("ignore", "Not on this machine.")]
     assert AuditEvent.objects.filter(thread_id=thread_id, kind="interrupt.answered").count() == 2
 
 

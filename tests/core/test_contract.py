@@ -386,6 +386,17 @@ def test_middleware_text_without_respond_becomes_a_reject_with_message():
     assert resumed == {"decisions": [{"type": "reject"}, {"type": "reject"}]}
 
 
+def test_a_middleware_rejection_keeps_its_reason_even_where_respond_is_allowed():
+    # run_shell allows respond too: the reason still goes back as a reject, not a respond.
+    _, requests = requests_for(HITL_REQUEST)
+    assert check_response(requests[1], "ignore", "not here") == "not here"
+    assert check_response(requests[1], "ignore", "  ") is None
+    resumed = answer(HITL_REQUEST, None, ("accept", None), ("ignore", "not here"))
+    assert resumed == {
+        "decisions": [{"type": "approve"}, {"type": "reject", "message": "not here"}]
+    }
+
+
 def test_tool_approval_is_answered_with_one_decision_matching_its_schema():
     schema = tool_approval_schema(["approve", "edit", "reject"])
     cases = [

@@ -24,7 +24,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
-from hitl.api.errors import ERRORS, BoundedParser, Error, install_error_handlers
+from hitl.api.errors import ERRORS, BoundedParser, install_error_handlers
 from hitl.api.langgraph import assistants, crons, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import store as lg_store
@@ -35,6 +35,7 @@ from hitl.api.langgraph.run_http import (
     run_modes,
     stream_response,
     wait_seconds,
+    waiting_response,
 )
 from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
@@ -147,17 +148,24 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
 
 async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: bool):
     thread_id = thread_id or uuid.uuid4()
-    async with ThreadSubscription(thread_id, status_only=True) as sub:
+    # Listen before the run exists: its end cannot be missed.
+    sub = await ThreadSubscription(thread_id, status_only=True).open()
+    try:
         run = await released(create_run)(request, body, thread_id, stateless=stateless)
-        run = await wait_for_run(
-            run.pk,
-            wait_seconds(),
-            subscription=sub,
-            known=run,
-            fetch=_fetch_finished,
-            ended=partial(_announced_end, thread_id),
-        )
-    return await _finished_output(request, run)
+    except BaseException:
+        await sub.close()
+        raise
+
+    finished = partial(
+        wait_for_run,
+        run.pk,
+        wait_seconds(),
+        subscription=sub,
+        known=run,
+        fetch=_fetch_finished,
+        ended=partial(_announced_end, thread_id),
+    )
+    return waiting_response(request, run, finished, _wait_output, close=sub.close)
 
 
 def _read_finished(run_id) -> Run | None:
@@ -178,19 +186,16 @@ def _announced_end(thread_id, end: RunEnd) -> Run:
     return run
 
 
-async def _finished_output(request, run: Run | None):
-    if run is None:
-        raise errors.NotFound("The run no longer exists.")
-    if run.status not in Run.TERMINAL:
-        return api.create_response(
-            request,
-            {"detail": f"The run is still {run.status}; join it again later."},
-            status=408,
-        )
+async def _wait_output(run: Run) -> dict[str, Any]:
     output = getattr(run, "wait_output", None)
     if output is None:
         output = await released(serializers.run_output)(run)
-    response = api.create_response(request, output, status=200)
+    return output
+
+
+async def _finished_output(request, run: Run):
+    """The answer of a wait or join for a run that has ended."""
+    response = api.create_response(request, await _wait_output(run), status=200)
     name_run(request, response, run)
     return response
 
@@ -379,9 +384,7 @@ def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
 
 # Literal paths before /runs/{run_id}: path ids are plain strings (validated as UUIDs
 # by the schema, so a bad id is a JSON 422, not an HTML 404), matched in this order.
-@api.post(
-    "/threads/{thread_id}/runs/wait", response={200: dict, 408: Error, **ERRORS}, tags=["runs"]
-)
+@api.post("/threads/{thread_id}/runs/wait", response={200: dict, **ERRORS}, tags=["runs"])
 async def runs_wait(request, thread_id: uuid.UUID, body: RunCreateIn):
     return await _start_and_wait(request, body, thread_id, stateless=False)
 
@@ -472,13 +475,19 @@ def runs_cancel(
 
 @api.get(
     "/threads/{thread_id}/runs/{run_id}/join",
-    response={200: dict, 408: Error, **ERRORS},
+    response={200: dict, **ERRORS},
     tags=["runs"],
 )
 async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     run = await released(_run_for)(request, thread_id, run_id)
-    run = await wait_for_run(run.pk, wait_seconds(), fetch=_fetch_finished)
-    return await _finished_output(request, run)
+    if run.status in Run.TERMINAL:
+        return await _finished_output(request, run)
+    return waiting_response(
+        request,
+        run,
+        partial(wait_for_run, run.pk, wait_seconds(), fetch=_fetch_finished),
+        _wait_output,
+    )
 
 
 @api.get(
@@ -547,7 +556,7 @@ def runs_create_batch(request, body: list[RunCreateIn]):
     return [serializers.run_json(run) for run in runs]
 
 
-@api.post("/runs/wait", response={200: dict, 408: Error, **ERRORS}, tags=["runs"])
+@api.post("/runs/wait", response={200: dict, **ERRORS}, tags=["runs"])
 async def runs_wait_stateless(request, body: RunCreateIn):
     return await _start_and_wait(request, body, None, stateless=True)
 

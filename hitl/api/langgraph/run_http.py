@@ -1,15 +1,20 @@
 """The HTTP side of a /langgraph run: the paths it is named by, the stream modes a query
-asks for, and its server-sent event response (with cancel on disconnect)."""
+asks for, its server-sent event response (with cancel on disconnect), and the response of
+a wait or join that outlives a web restart."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
+from ninja.renderers import JSONRenderer
 
 from hitl.api.langgraph.streaming import STREAM_MODES, run_events
 from hitl.core import errors, runs
@@ -33,6 +38,66 @@ def name_run(request: HttpRequest, response, run: Run) -> None:
     path = f"/threads/{run.thread_id}/runs/{run.pk}"
     response["Content-Location"] = path
     response["Location"] = f"{path}/stream"
+
+
+def join_path(run: Run) -> str:
+    return f"/threads/{run.thread_id}/runs/{run.pk}/join"
+
+
+# A newline this often keeps a wait's connection (and any proxy on the way) open.
+WAIT_HEARTBEAT_SECONDS = 5.0
+
+
+def waiting_response(
+    request: HttpRequest,
+    run: Run,
+    finished: Callable[[], Awaitable[Run | None]],
+    answer: Callable[[Run], Awaitable[dict[str, Any]]],
+    *,
+    close: Callable[[], Awaitable[Any]] | None = None,
+) -> StreamingHttpResponse:
+    """A wait or join of a run still going, as LangGraph Server answers one: the headers at
+    once, with the run's `/join` as `Location`, a newline every few seconds, then the
+    answer as JSON. A client whose body is cut off (a web restart) reconnects to the
+    Location (langgraph_sdk's `join` and `wait` do) and gets the answer from there.
+    Past the wait limit, or when the run is deleted meanwhile, the answer is
+    `{"__error__": {error, message}}`, as LangGraph Server puts errors in a wait's body.
+    `close` (a subscription the wait listens on) runs once the body is over."""
+
+    async def body():
+        waiting = asyncio.ensure_future(finished())
+        try:
+            yield b"\n"  # sends the headers: the client knows where to come back
+            while not (await asyncio.wait({waiting}, timeout=WAIT_HEARTBEAT_SECONDS))[0]:
+                yield b"\n"
+            final = waiting.result()
+            if final is None:
+                output = _wait_error("NotFound", "The run no longer exists.")
+            elif final.status not in Run.TERMINAL:
+                output = _wait_error(
+                    "TimeoutError",
+                    f"The run is still {final.status} after {wait_seconds():.0f}s; "
+                    "join it again later.",
+                )
+            else:
+                output = await answer(final)
+            yield JSONRenderer().render(request, output, response_status=200)
+        finally:
+            waiting.cancel()  # the client left: stop waiting for it
+            await asyncio.gather(waiting, return_exceptions=True)
+            if close is not None:
+                await close()
+
+    response = StreamingHttpResponse(body(), content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"
+    response["Content-Location"] = f"/threads/{run.thread_id}/runs/{run.pk}"
+    response["Location"] = join_path(run)
+    return response
+
+
+def _wait_error(error: str, message: str) -> dict[str, Any]:
+    return {"__error__": {"error": error, "message": message}}
 
 
 def query_modes(values: list[str] | None, allowed=STREAM_MODES) -> list[str]:

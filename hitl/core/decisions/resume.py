@@ -70,10 +70,14 @@ def answer_for(row: HumanInterrupt, payload: Any) -> tuple[str, Any]:
             return "edit", {"action": edited.get("name", row.action), "args": edited.get("args")}
         if kind == "respond":
             return "response", message
-        # reject: with a message it is a text answer when the row takes one.
-        if isinstance(message, str) and message.strip() and row.allow_respond:
-            return "response", message
-        return "ignore", None
+        # reject: its reason (LangChain's `message`; the Agent Inbox sends its text box
+        # as `args`) goes back to the graph with the rejection, never as a `respond`.
+        reason = message if message is not None else payload.get("args")
+        reason = reason if isinstance(reason, str) and reason.strip() else None
+        decided = row.kind in (HumanInterrupt.Kind.HITL_REQUEST, HumanInterrupt.Kind.TOOL_APPROVAL)
+        if reason and row.allow_respond and not (decided and row.allow_ignore):
+            return "response", reason  # a HumanInterrupt's text answer, as before
+        return "ignore", reason
     if isinstance(payload, str):
         return "response", payload
     if _is_client_tool(row):
