@@ -118,6 +118,16 @@ class Layout:
             thread_id,
         )
 
+    def run_ids(self, thread_id: str) -> list[tuple[str, str]]:
+        """(id, status) of the thread's runs, ids as the API spells them."""
+        return [
+            (str(uuid.UUID(str(run_id))), status)
+            for run_id, status in self.rows(
+                "SELECT id, status FROM hitl_run WHERE thread_id = %s ORDER BY created_at",
+                thread_id,
+            )
+        ]
+
     def audit(self, thread_id: str) -> list[tuple[str, dict]]:
         return self.rows(
             "SELECT kind, data FROM hitl_auditevent WHERE thread_id = %s ORDER BY id", thread_id

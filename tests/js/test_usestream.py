@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import pytest
@@ -34,6 +34,10 @@ class Chat:
         self.page.set_default_timeout(TIMEOUT_MS)
         self.errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.requests: list = []  # what the page sent to HITL, as Playwright saw it
+        self.page.on(
+            "request", lambda r: self.requests.append(r) if "/langgraph/" in r.url else None
+        )
         self.hitl, self.origin, self.gate_dir, self.assistant = hitl, origin, gate_dir, assistant
 
     def open(self) -> Chat:
@@ -78,6 +82,20 @@ class Chat:
         """The shown interrupt's id, once one (not `other_than`) shows."""
         self.page.wait_for_selector(f"#interrupt[data-format={fmt}]:not([data-id='{other_than}'])")
         return self.page.get_attribute("#interrupt", "data-id") or ""
+
+    def sent(self, method: str, pattern: str) -> list[tuple[dict, dict | None]]:
+        """(headers, JSON body) of each request to a /langgraph path matching `pattern`
+        (as far as Playwright has reported them: it does so while the test calls it)."""
+        return [
+            (r.headers, r.post_data_json if r.post_data else None)
+            for r in self.requests
+            if r.method == method
+            and re.search(pattern, urlsplit(r.url).path.split("/langgraph", 1)[1])
+        ]
+
+    def run_bodies(self) -> list[dict]:
+        """The bodies of the runs the page started, in order."""
+        return [body for _, body in self.sent("POST", r"^/threads/[^/]+/runs/stream$")]
 
     def open_gate(self, name: str) -> None:
         (self.gate_dir / name).touch()
@@ -169,6 +187,13 @@ def test_submit_streams_pauses_and_the_agent_chat_ui_resume_ends_the_run(new_cha
     assert not chat.page.is_visible("#interrupt")
     assert hitl.interrupts(thread_id) == [("resolved", "accept")]
     assert hitl.runs(thread_id) == [("start", "interrupted"), ("resume", "success")]
+    start, resume = chat.run_bodies()
+    assert start["input"]["messages"][0]["content"] == [{"type": "text", "text": request}]
+    assert {"values", "messages-tuple"} <= set(start["stream_mode"])
+    assert start["stream_resumable"] is True and start["on_disconnect"] == "continue"
+    assert resume["input"] == {}
+    assert resume["command"] == {"resume": [{"type": "accept", "args": None}]}
+    assert all(h["x-api-key"] == hitl.token for h, _ in chat.sent("POST", "/runs/stream$"))
     answered = [kind for kind, _ in hitl.audit(thread_id) if kind == "interrupt.answered"]
     assert answered == ["interrupt.answered"]
     chat.assert_matches_the_thread()
@@ -183,6 +208,8 @@ def test_a_response_in_the_list_format_reaches_the_graph(new_chat, hitl):
     chat.page.click("#respond")
     chat.wait_for_text(END_NOTE.format("response"))
     assert hitl.interrupts(chat.thread_id) == [("resolved", "response")]
+    response = {"type": "response", "args": "say it shorter"}
+    assert chat.run_bodies()[-1]["command"] == {"resume": [response]}
     chat.assert_matches_the_thread()
 
 
@@ -194,7 +221,13 @@ def test_stop_mid_run_cancels_it_and_no_interrupt_opens(new_chat, hitl):
     chat.wait_for_text(held_prefix(request))
     thread_id = chat.thread_id
 
-    chat.page.click("#stop")  # useStream's stop(): it cancels the run it started
+    [(run_id, _status)] = hitl.run_ids(thread_id)
+    cancel = f"/langgraph/threads/{thread_id}/runs/{run_id}/cancel"
+    # useStream's stop() cancels the run it started.
+    with chat.page.expect_request(
+        lambda r: r.method == "POST" and urlsplit(r.url).path.endswith(cancel)
+    ):
+        chat.page.click("#stop")
     wait_for(lambda: hitl.runs(thread_id) == [("start", "cancelled")], 30, 0.1, "the run cancelled")
     # The worker stopped the graph where it was, mid-reply.
     marker = cancelled_marker(page_gate(chat, gate))
@@ -232,6 +265,8 @@ def test_mark_as_resolved_sends_goto_end_and_withdraws_the_interrupt(new_chat, h
     )
     assert [kind for kind, _ in hitl.audit(thread_id)].count("interrupt.cancelled") == 1
     assert hitl.runs(thread_id)[-1][1] == "interrupted"
+    resolve = chat.run_bodies()[-1]
+    assert resolve["input"] == {} and resolve["command"] == {"goto": "__end__"}
     chat.assert_matches_the_thread()
 
 
@@ -253,17 +288,25 @@ def test_a_message_typed_while_paused_supersedes_the_interrupt(new_chat, hitl):
     chat.assert_matches_the_thread()
 
 
-def _reload_mid_run(chat: Chat, hitl, *, restart: bool) -> None:
+def _rejoin_mid_run(chat: Chat, hitl, *, restart: bool, reload: bool = True) -> None:
     gate = _gate()
     request = f"hold:{gate} tell me about reloads"
     chat.send(request)
     chat.wait_for_text(held_prefix(request))
     thread_id = chat.thread_id
+    [(run_id, _status)] = hitl.run_ids(thread_id)
     if restart:
         hitl.restart()
-    chat.page.reload()  # the thread id is in the URL: useStream rejoins the run
-    chat.wait_for_text(held_prefix(request))
-    assert chat.page.get_attribute("#chat", "data-thread") == thread_id
+    if reload:
+        chat.page.reload()  # the thread id is in the URL: useStream rejoins the run
+        chat.wait_for_text(held_prefix(request))
+        # It rejoined from the start of the run's stream (not only its live tail); any
+        # other join is the SDK's own reconnect, from the last event it had.
+        joins = chat.sent("GET", f"^/threads/{thread_id}/runs/{run_id}/stream$")
+        after = [h.get("last-event-id") for h, _ in joins]
+        assert after.count("-1") == 1, after
+        assert all(re.fullmatch(r"[\w#-]+", i or "") for i in after), after
+        assert chat.page.get_attribute("#chat", "data-thread") == thread_id
     chat.open_gate(gate)
     chat.wait_for_interrupt()
     chat.wait_for_text(reply_to(request))
@@ -272,13 +315,23 @@ def _reload_mid_run(chat: Chat, hitl, *, restart: bool) -> None:
 
 
 def test_a_reload_mid_run_rejoins_with_every_message_once(new_chat, hitl):
-    _reload_mid_run(new_chat(), hitl, restart=False)
+    _rejoin_mid_run(new_chat(), hitl, restart=False)
+
+
+def _restartable(hitl) -> None:
+    if hitl.restart is None:
+        pytest.skip("the embedded default runs its graphs inside daphne: a restart ends them")
 
 
 def test_a_reload_across_a_daphne_restart_rejoins_with_every_message_once(new_chat, hitl):
-    if hitl.restart is None:
-        pytest.skip("the embedded default runs its graphs inside daphne: a restart ends them")
-    _reload_mid_run(new_chat(), hitl, restart=True)
+    _restartable(hitl)
+    _rejoin_mid_run(new_chat(), hitl, restart=True)
+
+
+def test_the_sdks_own_reconnect_across_a_daphne_restart_gets_every_message_once(new_chat, hitl):
+    """No reload: the JS SDK reconnects by itself (Location, Last-Event-ID)."""
+    _restartable(hitl)
+    _rejoin_mid_run(new_chat(), hitl, restart=True, reload=False)
 
 
 def test_the_v1_middleware_agent_round_trips_through_decision_buttons(new_chat, hitl):
@@ -302,5 +355,6 @@ def test_the_v1_middleware_agent_round_trips_through_decision_buttons(new_chat, 
     chat.wait_idle()
     assert hitl.interrupts(thread_id) == [("resolved", "accept")]
     assert [status for _, status in hitl.runs(thread_id)] == ["interrupted", "success"]
+    assert chat.run_bodies()[-1]["command"] == {"resume": {"decisions": [{"type": "approve"}]}}
     chat.assert_matches_the_thread()
     shot(chat, f"usestream-{hitl.name}-4-v1-answered")
