@@ -79,8 +79,11 @@ class Chat:
         self.page.wait_for_selector("#chat[data-loading=false]")
 
     def wait_for_interrupt(self, fmt: str = "human-interrupt", *, other_than: str = "") -> str:
-        """The shown interrupt's id, once one (not `other_than`) shows."""
+        """The shown interrupt's id, once one (not `other_than`) shows and the run's
+        stream has ended (the page shows it from the stream, before the run's end is
+        recorded)."""
         self.page.wait_for_selector(f"#interrupt[data-format={fmt}]:not([data-id='{other_than}'])")
+        self.wait_idle()
         return self.page.get_attribute("#interrupt", "data-id") or ""
 
     def sent(self, method: str, pattern: str) -> list[tuple[dict, dict | None]]:
