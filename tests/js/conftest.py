@@ -19,6 +19,7 @@ import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -212,13 +213,31 @@ def hitl(layout, request, monkeypatch, transactional_db) -> Layout:
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     if layout.name == "embedded":
         return layout
-    from tests.api.conftest import token_for
-
+    # Off this thread: saving a user tells its open sockets through async_to_sync, which
+    # refuses a thread running an event loop (Playwright's).
+    with ThreadPoolExecutor(1) as pool:
+        token = pool.submit(_reviewer_token).result()
     return Layout(
         layout.name,
         layout.base_url,
         layout.query,
         layout.logs,
-        token=token_for(request.getfixturevalue("reviewer")),
+        token=token,
         restart=layout.restart,
     )
+
+
+def _reviewer_token() -> str:
+    """An API token of the reviewer persona (rita), made on the calling thread."""
+    from django.conf import settings
+    from django.contrib.auth.models import Group
+    from django.db import connection
+
+    from tests.api.conftest import token_for
+    from tests.conftest import _make_user
+
+    try:
+        group = Group.objects.get_or_create(name=settings.HITL_DEFAULT_REVIEWER_GROUP)[0]
+        return token_for(_make_user("rita", group))
+    finally:
+        connection.close()
