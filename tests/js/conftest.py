@@ -89,13 +89,12 @@ def _graph_env(page: PageServer) -> dict[str, str]:
 
 @dataclass
 class Layout:
-    """One way HITL is deployed, seen by a test: where the API is, who calls it, what
-    its database holds, and what its servers logged."""
+    """One way HITL is deployed, seen by a test: where the API is, who calls it, and
+    what its database holds."""
 
     name: str
     base_url: str
     query: Callable[[str, list[Any]], list[tuple]]
-    logs: Callable[[], str]
     token: str = ""
     restart: Callable[[], None] | None = None
 
@@ -162,11 +161,8 @@ def production(request, page_server, tmp_path_factory) -> Iterator[Layout]:
         log = log_dir / f"daphne-{len(servers)}.log"
         servers.append(start_daphne(database_url, log, port=port, **env)[0])
 
-    def logs() -> str:
-        return "\n".join(p.read_text(errors="replace") for p in sorted(log_dir.glob("*.log")))
-
     try:
-        yield Layout("production", base_url, _postgres_query, logs, restart=restart)
+        yield Layout("production", base_url, _postgres_query, restart=restart)
     finally:
         servers[-1].stop()
         worker.stop()
@@ -189,13 +185,7 @@ def embedded(page_server, tmp_path_factory) -> Iterator[Layout]:
             return db.execute(sql.replace("%s", "?"), params).fetchall()
 
     try:
-        yield Layout(
-            "embedded",
-            base_url,
-            query,
-            lambda: (tmp / "daphne.log").read_text(errors="replace"),
-            token=token,
-        )
+        yield Layout("embedded", base_url, query, token=token)
     finally:
         next(served, None)
 
@@ -221,7 +211,6 @@ def hitl(layout, request, monkeypatch, transactional_db) -> Layout:
         layout.name,
         layout.base_url,
         layout.query,
-        layout.logs,
         token=token,
         restart=layout.restart,
     )

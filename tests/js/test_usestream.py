@@ -155,10 +155,6 @@ def new_chat(chromium, hitl, page_server):  # noqa: F811
         context.close()
 
 
-def page_gate(chat: Chat, name: str):
-    return chat.gate_dir / name
-
-
 def _gate() -> str:
     return uuid.uuid4().hex[:12]
 
@@ -233,13 +229,13 @@ def test_stop_mid_run_cancels_it_and_no_interrupt_opens(new_chat, hitl):
         chat.page.click("#stop")
     wait_for(lambda: hitl.runs(thread_id) == [("start", "cancelled")], 30, 0.1, "the run cancelled")
     # The worker stopped the graph where it was, mid-reply.
-    marker = cancelled_marker(page_gate(chat, gate))
+    marker = cancelled_marker(chat.gate_dir / gate)
     wait_for(marker.exists, 30, 0.1, "the held run to be cancelled in the worker")
     chat.wait_idle()
     chat.open_gate(gate)  # were the run still going, it would now go on and pause
 
-    # A second message on the thread runs to its own pause: the stopped run, had it
-    # gone on, would have paused (or written its reply) before that.
+    # A second message on the thread runs to its own pause; the stopped run's reply
+    # never reaches the thread.
     chat.send("second question")
     chat.wait_for_interrupt()
     assert hitl.interrupts(thread_id) == [("pending", "")]
@@ -321,19 +317,18 @@ def test_a_reload_mid_run_rejoins_with_every_message_once(new_chat, hitl):
     _rejoin_mid_run(new_chat(), hitl, restart=False)
 
 
-def _restartable(hitl) -> None:
-    if hitl.restart is None:
-        pytest.skip("the embedded default runs its graphs inside daphne: a restart ends them")
+# The embedded default runs its graphs inside daphne: a restart ends them.
+production_only = pytest.mark.parametrize("layout", ["production"], indirect=True)
 
 
+@production_only
 def test_a_reload_across_a_daphne_restart_rejoins_with_every_message_once(new_chat, hitl):
-    _restartable(hitl)
     _rejoin_mid_run(new_chat(), hitl, restart=True)
 
 
+@production_only
 def test_the_sdks_own_reconnect_across_a_daphne_restart_gets_every_message_once(new_chat, hitl):
     """No reload: the JS SDK reconnects by itself (Location, Last-Event-ID)."""
-    _restartable(hitl)
     _rejoin_mid_run(new_chat(), hitl, restart=True, reload=False)
 
 
