@@ -122,6 +122,7 @@ class Chat:
         assert len({m[1] for m in shown}) == len(shown), shown
         assert shown == self.state_messages()
         assert not self.errors, self.errors
+        assert self.page.get_attribute("#chat", "data-error") == ""  # useStream's error
 
 
 def _text(content) -> str:
