@@ -41,8 +41,9 @@ class Stack:
         return "\n".join(p.read_text(errors="replace")[-3000:] for p in self.log_dir.glob("*.log"))
 
 
-def start_daphne(database_url: str, log: Path, **extra_env: str):
-    port = free_port()
+def start_daphne(database_url: str, log: Path, *, port: int | None = None, **extra_env: str):
+    """daphne on `port` (a free one by default; a restart passes the old one)."""
+    port = port or free_port()
     proc = spawn(
         [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
         service_env(database_url, **extra_env),
