@@ -151,6 +151,27 @@ def test_cancel_stops_a_run_awaiting_a_model_within_a_tick(
     assert not HumanInterrupt.objects.filter(thread_id=run.thread_id).exists()
 
 
+def test_a_cancel_wakes_the_lease_tick_instead_of_waiting_for_it(
+    manual_runs, async_graphs, transactional_db, requester, tmp_path, monkeypatch
+):
+    """The web announces a stop (hitl.core.live.stops): the worker does not wait for its
+    next tick, here two minutes away, to stop the run."""
+    import threading
+
+    monkeypatch.setattr(leases, "CHECK_INTERVAL", 120.0)
+    run = runs.run_start(
+        graph="async_gated", input={"dir": str(tmp_path), "gates": ["model"]}, user=requester
+    )
+    outcome: list[str] = []
+    runner = threading.Thread(target=lambda: outcome.append(manual_runs(run)))
+    runner.start()
+    wait_for(lambda: list(tmp_path.glob("at-model-*")), 30, what="the run to await the model")
+    runs.thread_cancel(thread=Thread.objects.get(pk=run.thread_id), user=requester)
+    wait_for(lambda: outcome, 60, what="the cancelled run to stop")
+    assert outcome == ["cancelled"]
+    assert leases.held() == 0
+
+
 # --- the production layout: a Celery worker on the threads pool ------------------------
 
 WORKER_ENV = {

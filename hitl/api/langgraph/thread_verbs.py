@@ -22,7 +22,7 @@ from hitl.core.access.permissions import (
     user_can_cancel_thread,
     user_can_change_thread,
 )
-from hitl.core.live import events
+from hitl.core.live import events, stops
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def thread_delete(*, thread: Thread, user) -> None:
     """Delete a thread, its runs, interrupts and checkpoints (its audit trail stays).
 
     As LangGraph Server, a busy thread's runs are cancelled with it: the worker notices
-    its run is gone within a lease tick and stops it.
+    its run is gone (told at once, a lease tick at the latest) and stops it.
     """
     _may_change(user, thread)
     thread_id = str(thread.pk)
@@ -70,6 +70,7 @@ def thread_delete(*, thread: Thread, user) -> None:
         )
         run_ids = list(thread.runs.values_list("pk", flat=True))
         thread.delete()
+        stops.runs_stopped(run_ids)
         transaction.on_commit(lambda: _delete_checkpoints(thread_id))
         # A thread created again under this id starts with an empty event log.
         transaction.on_commit(lambda: events.thread_forget(thread_id, run_ids))

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from hitl.core import audit
 from hitl.core.db.retry import retry_transient
+from hitl.core.live import stops
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs.graphs import checkpointer
@@ -46,8 +47,8 @@ def _before_runs(thread: Thread, run_ids: set[str]) -> str | None:
 def runs_stop(*, thread: Thread, user, action: str, reason: str, runs: list[Run]) -> str | None:
     """Cancel `runs` (in flight on the locked `thread`); with action "rollback" also
     delete them and return the checkpoint the thread's state goes back to ("" when the
-    thread had none before them: its checkpoints are deleted). The workers notice
-    within a lease tick and stop."""
+    thread had none before them: its checkpoints are deleted). The workers are told
+    at once (a lease tick at the latest) and stop."""
     ids = [r.pk for r in runs]
     for run in runs:
         audit.audit_record(
@@ -57,6 +58,7 @@ def runs_stop(*, thread: Thread, user, action: str, reason: str, runs: list[Run]
             actor=user,
             data={"was": run.status, "reason": reason, "action": action, "run_id": str(run.pk)},
         )
+    stops.runs_stopped(ids)
     if action != "rollback":
         Run.objects.filter(pk__in=ids).update(
             status=Run.Status.CANCELLED, finished_at=timezone.now(), lease_owner=""

@@ -20,6 +20,7 @@ from hitl.core.access.permissions import (
 from hitl.core.db import statements
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
+from hitl.core.live import stops
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs import dispatch, multitask
@@ -188,6 +189,7 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
         now = timezone.now()
         active = list(thread.runs.active().values_list("pk", "status"))
         thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
+        stops.runs_stopped([pk for pk, _ in active])
         audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
         interrupts_withdraw(thread=thread, user=user)
         for pk, status in active:

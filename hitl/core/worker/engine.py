@@ -9,7 +9,8 @@ waits on the ORM.
 
 The leases of every run in flight are kept by one thread per process (`Leases`): one
 statement per tick for all of them, renewing them when due and noticing a cancel or a
-takeover within a tick, which then cancels that run's stream.
+takeover within a tick, which then cancels that run's stream. A stop announced by the
+web (hitl.core.live.stops) wakes the tick at once.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from django.db import connection
 from agents.checkpoint import aclose_checkpointers, aget_checkpointer
 from agents.store import aclose_stores, astore_for
 from hitl.core.errors import is_transient
+from hitl.core.live.stops import Listener
 from hitl.core.worker import lease
 
 log = logging.getLogger(__name__)
@@ -198,8 +200,9 @@ class Leases:
 
     def _tick(self) -> None:
         last_renewal = time.monotonic()
+        stops = Listener()  # a run stop announced wakes the tick at once
         while True:
-            time.sleep(self.CHECK_INTERVAL)
+            stops.wait(self.CHECK_INTERVAL)
             with self._lock:
                 holds = list(self._held.values())
             if not holds or not self.watching:
