@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from hitl.core.models import HumanInterrupt, Run
 from tests.api.client_graphs import _configured
-from tests.api.conftest import sdk_client
+from tests.api.conftest import sdk_client, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
 from tests.conftest import wait_for
 
@@ -110,10 +110,10 @@ def test_langsmith_and_feedback_are_refused_and_resumes_are_always_strict(stack1
     assert not Run.objects.filter(thread_id=thread_id).exists()
 
     client.runs.wait(thread_id, "typed_email", **start)
+    resume = {"resume": {"not-waiting": {"type": "accept"}}}
     for strict in (True, False):
         # LangGraph Server ignores an answer to an interrupt that is not waiting unless
         # strict_resume; HITL always refuses it, and records nothing.
-        resume = {"resume": {"not-waiting": {"type": "accept"}}}
         call = lambda s=strict: client.runs.wait(  # noqa: E731
             thread_id, "typed_email", command=resume, strict_resume=s
         )
@@ -165,6 +165,10 @@ def test_runs_are_listed_paged_cancelled_and_joined(stack16, reviewer):  # noqa:
         )
     )
     assert replay[0].event == "metadata" and replay[-1].data["ticks"] == joined["ticks"]
+    # The thread's join follows its latest run, replayed from the start too.
+    followed = list(client.threads.join_stream(thread_id, stream_mode="values", last_event_id="-1"))
+    assert followed[0].data["run_id"] == second["run_id"]
+    assert followed[-1].data == replay[-1].data
 
 
 def test_wait_raise_error_follows_the_sdk(stack16, reviewer):  # noqa: F811
@@ -174,3 +178,18 @@ def test_wait_raise_error_follows_the_sdk(stack16, reviewer):  # noqa: F811
         client.runs.wait(None, "configured", **failing)
     out = client.runs.wait(None, "configured", raise_error=False, **failing)
     assert "Recursion limit" in out["__error__"]["message"]
+
+
+def test_headers_and_params_of_every_call_reach_the_server(stack16, reviewer, outsider):  # noqa: F811
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "nested", input={"request": "q3"})
+    # `params` join the query string: here the state's subgraphs flag.
+    (task,) = client.threads.get_state(thread_id, params={"subgraphs": "true"})["tasks"]
+    assert task["state"]["next"] == ["approve"]
+    # `headers` go with the request: another user's token is that user.
+    other = {"x-api-key": token_for(outsider)}
+    assert _status(lambda: client.threads.get(thread_id, headers=other)) == 404
+    # LangGraph Server also copies x-* headers into a run's configurable; HITL does not.
+    seen = client.runs.wait(None, "configured", input={}, headers={"x-tenant": "acme"})
+    assert "x-tenant" not in seen["seen"][0]["configurable"]

@@ -13,6 +13,7 @@ the UI. Errors are JSON {"detail": "..."} with a 4xx status.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from functools import partial
@@ -30,6 +31,7 @@ from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import store as lg_store
 from hitl.api.langgraph.run_create import create_run
 from hitl.api.langgraph.run_http import (
+    cancel_when_gone,
     name_run,
     query_modes,
     run_modes,
@@ -151,14 +153,19 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
     thread_id = thread_id or uuid.uuid4()
     async with ThreadSubscription(thread_id, status_only=True) as sub:
         run = await released(create_run)(request, body, thread_id, stateless=stateless)
-        run = await wait_for_run(
-            run.pk,
-            wait_seconds(),
-            subscription=sub,
-            known=run,
-            fetch=_fetch_finished,
-            ended=partial(_announced_end, thread_id),
-        )
+        try:
+            run = await wait_for_run(
+                run.pk,
+                wait_seconds(),
+                subscription=sub,
+                known=run,
+                fetch=_fetch_finished,
+                ended=partial(_announced_end, thread_id),
+            )
+        except asyncio.CancelledError:  # the client left (Django cancels the view)
+            if body.on_disconnect == "cancel":
+                cancel_when_gone(run.pk, request.user)
+            raise
     return await _finished_output(request, run)
 
 

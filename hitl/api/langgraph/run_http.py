@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 
-from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.api.langgraph.streaming import STREAM_MODES, in_background, run_events
 from hitl.core import errors, runs
 from hitl.core.db.retry import retry_transient
 from hitl.core.live import eventlog
@@ -78,6 +78,11 @@ def _cancel_if_running(run_id, user) -> None:
         log.info("run %s cancelled: its client disconnected", run_id)
     except errors.Forbidden:
         log.info("run %s: its client disconnected but may not cancel it", run_id)
+
+
+def cancel_when_gone(run_id, user) -> None:
+    """Cancel the run of a client that left a wait with on_disconnect="cancel"."""
+    in_background(partial(released(_cancel_if_running), run_id, user))
 
 
 async def stream_response(
