@@ -10,9 +10,10 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from agents.graphs.examples import approval_graph
-from hitl.core.models import Cron
+from hitl.core.models import Cron, Run
+from hitl.core.runs.crons import crons_fire
 from tests.api.conftest import sdk_client
-from tests.conftest import store_clear
+from tests.conftest import store_clear, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -144,3 +145,17 @@ def test_a_cron_is_changed_with_every_parameter_it_honours(parity, requester):
         call = lambda f=refused: client.crons.create("echo_config", schedule="* * * * *", **f)  # noqa: E731
         assert _status(call) == 400
     assert Cron.objects.count() == 2
+
+
+def test_a_thread_cron_with_no_input_starts_its_graph_over_at_each_tick(parity, requester):
+    store_clear()
+    client = sdk_client(parity.base_url, requester)
+    thread = client.threads.create()["thread_id"]
+    assert client.runs.wait(thread, "memory", input={"user": "cy"})["count"] == 1
+    cron = client.crons.create_for_thread(thread, "memory", schedule="* * * * *")
+    assert crons_fire(now=datetime.now(UTC) + timedelta(minutes=2)) == 1
+    run = Run.objects.get(metadata__cron_id=cron["cron_id"])
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "success", 30, 0.1, "the cron's run")
+    # The graph ran again from its start with the thread's state (LangGraph Server's
+    # input None would go on from the ended checkpoint and run nothing: count 1).
+    assert client.threads.get_state(thread)["values"]["count"] == 2

@@ -65,6 +65,19 @@ def test_a_run_with_no_input_goes_on_from_the_checkpoint_as_langgraph_does(stack
     assert client.runs.list(thread_id, limit=1)[0]["status"] == "success"
 
 
+def test_a_run_with_no_input_queued_behind_another_starts_over(stack16, reviewer):  # noqa: F811
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "configured", input={"pause": 0.5})
+    queued = client.runs.create(thread_id, "configured", multitask_strategy="enqueue")
+    client.runs.join(thread_id, first["run_id"])
+    after = client.runs.join(thread_id, queued["run_id"])
+    # The checkpoint it would go on from was not written when it was queued: it starts
+    # over with an empty input (LangGraph would go on: `before` would have run once).
+    assert len(after["seen"]) == 2
+    assert after["__interrupt__"][0]["value"]["action_request"]["action"] == "go_on"
+
+
 def test_on_run_created_and_the_v2_stream_format_work_as_the_sdk_expects(stack16, reviewer):  # noqa: F811
     client = sdk_client(stack16.base_url, reviewer)
     thread_id = client.threads.create()["thread_id"]

@@ -195,7 +195,8 @@ def run_create(
             # are superseded, as LangGraph Server goes on without them.
             checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
         fresh = getattr(thread, "is_new", False)  # created by this call: no checkpoint
-        if command is None and input is None and not checkpoint_id and not fresh:
+        settled = thread.status != Thread.Status.BUSY  # a run in flight moves the head on
+        if command is None and input is None and not checkpoint_id and settled and not fresh:
             # No input goes on from the latest checkpoint, as LangGraph does (input None):
             # past a breakpoint; a pause's node runs again and asks again; an ended graph
             # runs nothing. On a copy of it, so a new pause has new interrupt ids (the
