@@ -151,10 +151,12 @@ def test_prune_deletes_nothing_when_one_thread_is_not_the_callers(
 def test_the_v2_thread_session_is_refused_with_a_reason(stack16, reviewer):  # noqa: F811
     client = sdk_client(stack16.base_url, reviewer)
     thread_id = client.threads.create()["thread_id"]
-    session = client.threads.stream(thread_id, assistant_id="typed_email")
-    with pytest.raises(Exception) as refused, session:
-        session.run.start(input={"request": "q3"})
-    assert "not served by HITL" in str(refused.value) or "404" in str(refused.value)
+    for transport in ("sse", "websocket"):
+        session = client.threads.stream(thread_id, assistant_id="typed_email", transport=transport)
+        with pytest.raises(httpx.HTTPStatusError) as refused, session:
+            session.run.start(input={"request": "q3"})
+        assert refused.value.response.status_code == 404
+        assert "not served by HITL" in refused.value.response.json()["detail"]
     for path in ("commands", "stream/events"):
         response = httpx.post(
             f"{stack16.base_url}/langgraph/threads/{thread_id}/{path}",
