@@ -60,6 +60,7 @@ def test_state_reads_take_a_checkpoint_subgraphs_and_select(stack16, reviewer): 
     state = client.threads.get_state(thread_id)
     (task,) = state["tasks"]
     assert task["name"] == "review" and task["state"] is None
+    assert task["checkpoint"]["checkpoint_ns"].startswith("review:")
     # With subgraphs, the paused subgraph's own state, as LangGraph Server shows it.
     (inner,) = client.threads.get_state(thread_id, subgraphs=True)["tasks"]
     assert inner["state"]["values"]["notes"] == ["draft for the board"]

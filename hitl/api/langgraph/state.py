@@ -67,8 +67,11 @@ def snapshot_json(thread: Thread, snapshot) -> dict[str, Any]:
             "path": jsonable(list(task.path)) if getattr(task, "path", None) else [],
             "error": str(task.error) if task.error else None,
             "interrupts": _interrupts(task.interrupts),
-            "checkpoint": None,
-            # With subgraphs=True a paused subgraph's task carries its state.
+            # A subgraph's task names its checkpoint, or with subgraphs=True carries its
+            # state, as LangGraph Server shows them.
+            "checkpoint": jsonable(task.state.get("configurable"))
+            if isinstance(task.state, dict)
+            else None,
             "state": snapshot_json(thread, task.state) if _is_snapshot(task.state) else None,
         }
         if getattr(task, "result", None) is not None:
