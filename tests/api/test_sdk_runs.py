@@ -187,10 +187,14 @@ def test_runs_are_listed_paged_cancelled_and_joined(stack16, reviewer):  # noqa:
 def test_wait_raise_error_follows_the_sdk(stack16, reviewer):  # noqa: F811
     client = sdk_client(stack16.base_url, reviewer)
     failing = {"input": {}, "config": {"recursion_limit": 1}}
-    with pytest.raises(Exception, match="RunError"):
+    with pytest.raises(Exception, match="^GraphRecursionError: Recursion limit"):
         client.runs.wait(None, "configured", **failing)
     out = client.runs.wait(None, "configured", raise_error=False, **failing)
-    assert "Recursion limit" in out["__error__"]["message"]
+    # As LangGraph Server: the exception's class and message.
+    assert out["__error__"]["error"] == "GraphRecursionError"
+    assert out["__error__"]["message"].startswith("Recursion limit of 1 reached")
+    parts = list(client.runs.stream(None, "configured", stream_mode="values", **failing))
+    assert parts[-1].event == "error" and parts[-1].data == out["__error__"]
 
 
 def test_headers_and_params_of_every_call_reach_the_server(stack16, reviewer, outsider):  # noqa: F811

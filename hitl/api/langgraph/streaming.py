@@ -345,9 +345,7 @@ async def run_events(
         if final is None:
             return
         if final.status == Run.Status.ERROR:
-            yield sse(
-                "error", {"error": "RunError", "message": serializers._error_line(final.error)}
-            )
+            yield sse("error", serializers.error_json(final.error))
             return
         if final.status not in TERMINAL:
             yield sse(
