@@ -26,7 +26,11 @@ def _langgraph_next(**breakpoints) -> tuple[list[str], int]:
 
 
 def _at_breakpoint(client, thread_id: str, **breakpoints) -> HumanInterrupt:
-    client.runs.wait(thread_id, "configured", input={}, **breakpoints)
+    paused = client.runs.wait(thread_id, "configured", input={}, **breakpoints)
+    # On purpose (README): the pause is listed as a "continue" request, where LangGraph
+    # Server lists none, so that chat UIs and the Agent Inbox show it.
+    (listed,) = paused["__interrupt__"]
+    assert listed["value"]["action_request"]["action"] == "continue"
     state = client.threads.get_state(thread_id)
     assert (state["next"], len(state["values"]["seen"])) == _langgraph_next(**breakpoints)
     assert client.threads.get(thread_id)["status"] == "interrupted"
@@ -70,6 +74,17 @@ def test_a_client_continues_a_breakpoint_with_no_input(stack16, reviewer):  # no
     assert len(done["seen"]) == 1  # "before" did not run again
     row.refresh_from_db()
     assert row.status == HumanInterrupt.Status.CANCELLED
+
+
+def test_a_client_answers_a_breakpoint_as_any_request(stack16, reviewer):  # noqa: F811
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id = client.threads.create()["thread_id"]
+    row = _at_breakpoint(client, thread_id, interrupt_after=["before"])
+    done = client.runs.wait(thread_id, "configured", command={"resume": {"type": "accept"}})
+    assert done["__interrupt__"][0]["value"]["action_request"]["action"] == "go_on"
+    assert len(done["seen"]) == 1
+    row.refresh_from_db()
+    assert (row.status, row.response_type) == (HumanInterrupt.Status.RESOLVED, "accept")
 
 
 def test_breakpoints_naming_no_node_are_a_clear_400(stack16, reviewer):  # noqa: F811

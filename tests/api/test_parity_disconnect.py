@@ -3,10 +3,11 @@ cancel_on_disconnect) cancels the run, as LangGraph Server does; others leave it
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from hitl.core.models import AuditEvent, Run
-from tests.api.conftest import sdk_client
+from tests.api.conftest import sdk_client, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
 from tests.conftest import wait_for
 
@@ -62,3 +63,22 @@ def test_a_client_leaving_without_asking_leaves_the_run_running(stack16, reviewe
         client.runs.stream(thread_id, "ticker", input={"pause": 0.05}, stream_mode="custom")
     )
     wait_for(lambda: _status(run_id) == Run.Status.SUCCESS, 60, 0.1, "the run to finish")
+
+
+def test_a_wait_whose_client_leaves_with_on_disconnect_cancel_stops_the_run(stack16, reviewer):  # noqa: F811
+    from langgraph_sdk import get_sync_client
+
+    # A client that gives up after a second; the run ticks for seconds longer.
+    impatient = get_sync_client(
+        url=f"{stack16.base_url}/langgraph", api_key=token_for(reviewer), timeout=1.0
+    )
+    try:
+        thread_id = impatient.threads.create()["thread_id"]
+        for leaves, left_as in (("continue", Run.Status.SUCCESS), ("cancel", Run.Status.CANCELLED)):
+            with pytest.raises(httpx.TimeoutException):
+                impatient.runs.wait(thread_id, "ticker", input={"pause": 0.3}, on_disconnect=leaves)
+            (run,) = Run.objects.filter(thread_id=thread_id).order_by("-created_at")[:1]
+            wait_for(lambda r=run, s=left_as: _status(r.pk) == s, 60, 0.1, f"the run {left_as}")
+    finally:
+        impatient.close()
+    assert AuditEvent.objects.filter(kind="run.cancelled", run_id=run.pk).exists()

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from hitl.core.models import AuditEvent, Run
+from tests.api.client_graphs import nested_graph
 from tests.api.conftest import sdk_client, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
 from tests.conftest import wait_for
@@ -140,4 +141,7 @@ def test_subgraphs_are_listed_with_their_schemas(stack16, reviewer):  # noqa: F8
     assert list(subgraphs) == ["review"]
     assert set(subgraphs["review"]["input_schema"]["properties"]) >= {"request", "notes"}
     assert sdk.assistants.get_subgraphs("nested", namespace="review") == subgraphs
+    # recurse lists nested subgraphs too, as LangGraph's get_subgraphs(recurse=True).
+    expected = [name for name, _ in nested_graph.get_subgraphs(recurse=True)]
+    assert list(sdk.assistants.get_subgraphs("nested", recurse=True)) == expected
     assert sdk.assistants.get_subgraphs("typed_email") == {}

@@ -257,6 +257,14 @@ def delete_langgraph(w: World) -> str:
     return changed(api_cell(response), not Thread.objects.filter(pk=w.done.pk).exists())
 
 
+def prune_langgraph(w: World) -> str:
+    response = w.api("post", "/langgraph/threads/prune", {"thread_ids": [str(w.done.pk)]})
+    cell = api_cell(response)
+    if cell == "yes" and response.json()["pruned_count"] == 0:
+        cell = "404"  # prune passes over a thread its caller cannot see, as LangGraph does
+    return changed(cell, not Thread.objects.filter(pk=w.done.pk).exists())
+
+
 def run_delete_langgraph(w: World) -> str:
     run = Run.objects.create(thread=w.done, kind="start", status="success")
     response = w.api("delete", f"/langgraph/threads/{w.done.pk}/runs/{run.pk}")
@@ -425,7 +433,7 @@ SURFACES: dict[str, dict[str, Callable[[World], str]]] = {
     "admin_view": {"admin": admin_view},
     "admin_cancel": {"admin": admin_cancel},
     "analytics": {"page": analytics_page},
-    "delete": {"langgraph": delete_langgraph},
+    "delete": {"langgraph": delete_langgraph, "prune": prune_langgraph},
     "run_delete": {"langgraph": run_delete_langgraph},
     "copy": {"langgraph": copy_langgraph},
     "update_state": {"langgraph": update_state_langgraph},

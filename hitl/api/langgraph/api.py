@@ -25,11 +25,12 @@ from ninja import NinjaAPI, Query
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, install_error_handlers
-from hitl.api.langgraph import assistants, crons, serializers, state, thread_verbs
+from hitl.api.langgraph import assistants, crons, protocol_v2, serializers, state, thread_verbs
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import store as lg_store
 from hitl.api.langgraph.run_create import create_run
 from hitl.api.langgraph.run_http import (
+    cancel_when_gone,
     name_run,
     query_modes,
     run_modes,
@@ -41,6 +42,7 @@ from hitl.api.langgraph.schemas import (
     MAX_OFFSET,
     CheckpointIn,
     HistoryIn,
+    PruneIn,
     RunCreateIn,
     RunField,
     RunsCancelIn,
@@ -97,6 +99,7 @@ install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
 api.add_router("/assistants", assistants.router)
 api.add_router("/store", lg_store.router)
 api.add_router("/runs/crons", crons.router)
+api.add_router("/threads", protocol_v2.router)
 
 
 # --- helpers --------------------------------------------------------------------
@@ -165,7 +168,12 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
         fetch=_fetch_finished,
         ended=partial(_announced_end, thread_id),
     )
-    return waiting_response(request, run, finished, _wait_output, close=sub.close)
+    gone = (
+        partial(cancel_when_gone, run.pk, request.user) if body.on_disconnect == "cancel" else None
+    )
+    return waiting_response(
+        request, run, finished, _wait_output, close=sub.close, on_disconnect=gone
+    )
 
 
 def _read_finished(run_id) -> Run | None:
@@ -287,23 +295,38 @@ def threads_count(request, body: ThreadCountIn):
     return _threads_query(request, body.metadata, body.status).count()
 
 
+# Before /threads/{thread_id}, which would take "prune" for a thread id.
+@api.post("/threads/prune", response={200: dict, **ERRORS}, tags=["threads"])
+def threads_prune(request, body: PruneIn):
+    ids, strategy = body.thread_ids, body.strategy
+    pruned = thread_verbs.threads_prune(user=request.user, thread_ids=ids, strategy=strategy)
+    return {"pruned_count": pruned}
+
+
 @api.get("/threads/{thread_id}", response={200: dict, **ERRORS}, tags=["threads"])
-def thread_get(request, thread_id: uuid.UUID):
+def thread_get(request, thread_id: uuid.UUID, include: str = ""):
+    # `include` asks for optional fields; LangGraph's only one is `ttl`, which HITL's
+    # threads never have (a thread TTL is refused), so there is nothing to add.
     return serializers.thread_json(_thread_for(request, thread_id))
 
 
-@api.patch("/threads/{thread_id}", response={200: dict, **ERRORS}, tags=["threads"])
+@api.patch("/threads/{thread_id}", response={200: dict, 204: None, **ERRORS}, tags=["threads"])
 def thread_patch(request, thread_id: uuid.UUID, body: ThreadPatchIn):
     refuse_unsupported(ttl=body.ttl)
     thread = lg_services.thread_update(
         thread=_thread_for(request, thread_id), user=request.user, metadata=body.metadata
     )
+    if request.headers.get("Prefer") == "return=minimal":
+        return 204, None  # langgraph_sdk's return_minimal, as LangGraph Server answers it
     return serializers.thread_json(thread)
 
 
 @api.get("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
-def thread_state(request, thread_id: uuid.UUID, subgraphs: bool = False):
-    return state.thread_state(_thread_for(request, thread_id))
+def thread_state(
+    request, thread_id: uuid.UUID, subgraphs: bool = False, select: list[str] | None = SELECT_QUERY
+):
+    found = state.thread_state(_thread_for(request, thread_id), subgraphs=subgraphs)
+    return state.state_selected(found, select)
 
 
 @api.post("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
@@ -334,27 +357,37 @@ def thread_copy(request, thread_id: uuid.UUID):
 @api.post("/threads/{thread_id}/state/checkpoint", response={200: dict, **ERRORS}, tags=["threads"])
 def thread_state_at_post(request, thread_id: uuid.UUID, body: StateCheckpointIn):
     thread = _thread_for(request, thread_id)
-    return state.thread_state(thread, body.checkpoint.checkpoint_id)
+    found = state.thread_state(thread, body.checkpoint.checkpoint_id, subgraphs=body.subgraphs)
+    return state.state_selected(found, body.select)
 
 
 @api.get(
     "/threads/{thread_id}/state/{checkpoint_id}", response={200: dict, **ERRORS}, tags=["threads"]
 )
-def thread_state_at(request, thread_id: uuid.UUID, checkpoint_id: str, subgraphs: bool = False):
-    return state.thread_state(_thread_for(request, thread_id), checkpoint_id)
+def thread_state_at(
+    request,
+    thread_id: uuid.UUID,
+    checkpoint_id: str,
+    subgraphs: bool = False,
+    select: list[str] | None = SELECT_QUERY,
+):
+    found = state.thread_state(_thread_for(request, thread_id), checkpoint_id, subgraphs=subgraphs)
+    return state.state_selected(found, select)
 
 
 @api.post("/threads/{thread_id}/history", response={200: list[dict], **ERRORS}, tags=["threads"])
 def thread_history(request, thread_id: uuid.UUID, body: HistoryIn):
     thread = _thread_for(request, thread_id)
     before = body.before.checkpoint_id if isinstance(body.before, CheckpointIn) else body.before
-    return state.thread_history(
+    history = state.thread_history(
         thread,
         limit=body.limit,
         before=before,
         metadata=body.metadata,
         checkpoint_ns=body.checkpoint.checkpoint_ns if body.checkpoint else "",
+        checkpoint_id=body.checkpoint.checkpoint_id if body.checkpoint else None,
     )
+    return [state.state_selected(s, body.select) for s in history]
 
 
 @api.get("/threads/{thread_id}/history", response={200: list[dict], **ERRORS}, tags=["threads"])

@@ -143,7 +143,7 @@ def _compiled(assistant_id: str):
 
 
 @router.get("/{assistant_id}/graph", response={200: dict, **ERRORS}, tags=["assistants"])
-def assistant_graph(request, assistant_id: str, xray: bool = False):
+def assistant_graph(request, assistant_id: str, xray: int | bool = False):
     try:
         return _compiled(assistant_id).get_graph(xray=xray).to_json()
     except errors.ServiceError:

@@ -106,7 +106,6 @@ class CronSearchIn(CronCountIn):
 REFUSED = {
     "interrupt_before": "breakpoints are not supported on cron runs",
     "interrupt_after": "breakpoints are not supported on cron runs",
-    "checkpoint_during": "HITL checkpoints every step (durability 'sync')",
     "stream_mode": "a cron's run has no stream of its own; join it with runs.join_stream",
     "stream_subgraphs": "a cron's run has no stream of its own",
     "stream_resumable": "a cron's run has no stream of its own",
@@ -127,6 +126,11 @@ def _refuse_unsupported(body: CronRunIn) -> None:
         raise errors.Invalid(
             "multitask_strategy: a cron's tick on a busy thread is skipped (reject), and "
             "audited as such."
+        )
+    if sent.get("checkpoint_during") is False:
+        raise errors.Invalid(
+            "checkpoint_during: HITL checkpoints every step (durability 'sync'); send true "
+            "or nothing."
         )
     if sent.get("durability") not in (None, "sync"):
         raise errors.Invalid("durability: HITL checkpoints every step (durability 'sync').")

@@ -86,6 +86,8 @@ def _create_run_once(
         on_completion=body.on_completion if body.on_completion == "delete" else None,
         durability=body.durability if body.durability not in (None, "sync") else None,
         checkpoint_during=True if body.checkpoint_during is False else None,
+        feedback_keys=body.feedback_keys,
+        langsmith_tracer=body.langsmith_tracer,
     )
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
     # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.

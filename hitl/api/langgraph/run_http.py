@@ -16,7 +16,7 @@ from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja.renderers import JSONRenderer
 
-from hitl.api.langgraph.streaming import STREAM_MODES, run_events
+from hitl.api.langgraph.streaming import STREAM_MODES, in_background, run_events
 from hitl.core import errors, runs
 from hitl.core.db.retry import retry_transient
 from hitl.core.live import eventlog
@@ -55,6 +55,7 @@ def waiting_response(
     answer: Callable[[Run], Awaitable[dict[str, Any]]],
     *,
     close: Callable[[], Awaitable[Any]] | None = None,
+    on_disconnect: Callable[[], Any] | None = None,
 ) -> StreamingHttpResponse:
     """A wait or join of a run still going, as LangGraph Server answers one: the headers at
     once, with the run's `/join` as `Location`, a newline every few seconds, then the
@@ -62,10 +63,12 @@ def waiting_response(
     Location (langgraph_sdk's `join` and `wait` do) and gets the answer from there.
     Past the wait limit, or when the run is deleted meanwhile, the answer is
     `{"__error__": {error, message}}`, as LangGraph Server puts errors in a wait's body.
-    `close` (a subscription the wait listens on) runs once the body is over."""
+    `close` (a subscription the wait listens on) runs once the body is over;
+    `on_disconnect` (`on_disconnect="cancel"`) if the client left before the answer."""
 
     async def body():
         waiting = asyncio.ensure_future(finished())
+        answered = False
         try:
             yield b"\n"  # sends the headers: the client knows where to come back
             while not (await asyncio.wait({waiting}, timeout=WAIT_HEARTBEAT_SECONDS))[0]:
@@ -81,10 +84,13 @@ def waiting_response(
                 )
             else:
                 output = await answer(final)
+            answered = True
             yield JSONRenderer().render(request, output, response_status=200)
         finally:
             waiting.cancel()  # the client left: stop waiting for it
             await asyncio.gather(waiting, return_exceptions=True)
+            if not answered and on_disconnect is not None:
+                on_disconnect()
             if close is not None:
                 await close()
 
@@ -143,6 +149,11 @@ def _cancel_if_running(run_id, user) -> None:
         log.info("run %s cancelled: its client disconnected", run_id)
     except errors.Forbidden:
         log.info("run %s: its client disconnected but may not cancel it", run_id)
+
+
+def cancel_when_gone(run_id, user) -> None:
+    """Cancel the run of a client that left a wait with on_disconnect="cancel"."""
+    in_background(partial(released(_cancel_if_running), run_id, user))
 
 
 async def stream_response(

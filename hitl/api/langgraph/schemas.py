@@ -58,6 +58,12 @@ UNSUPPORTED = {
     '"sync" or nothing.',
     "checkpoint_during": "HITL checkpoints every step (checkpoint_during true); send true "
     "or nothing.",
+    "feedback_keys": "LangSmith feedback is not supported: HITL does not trace runs to "
+    "LangSmith (its audit trail records each run and decision).",
+    "langsmith_tracer": "LangSmith tracing is not supported: HITL does not trace runs to "
+    "LangSmith (its audit trail records each run and decision).",
+    "strategy": 'only the "delete" strategy is supported: "keep_latest" would rewrite '
+    "checkpoint history the audit trail points into.",
 }
 
 
@@ -167,6 +173,7 @@ class CheckpointIn(Schema):
 class StateCheckpointIn(Schema):
     checkpoint: CheckpointIn
     subgraphs: bool = False
+    select: list[str] | None = Field(None, max_length=20)
 
 
 class StateUpdateIn(Schema):
@@ -181,6 +188,12 @@ class HistoryIn(Schema):
     before: str | CheckpointIn | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: CheckpointIn | None = None
+    select: list[str] | None = Field(None, max_length=20)
+
+
+class PruneIn(Schema):
+    thread_ids: list[uuid.UUID] = Field(..., max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class CommandIn(Schema):
@@ -211,7 +224,10 @@ class RunCreateIn(Schema):
     checkpoint_id: str | None = None
     after_seconds: int | None = None
     checkpoint_during: bool | None = None
-    feedback_keys: list[str] | None = None
+    feedback_keys: list[str] | None = None  # refused
+    langsmith_tracer: dict[str, Any] | None = None  # refused
+    # HITL is always strict: a resume naming an interrupt that is not waiting is a 4xx.
+    strict_resume: bool | None = None
 
 
 class RunsCancelIn(Schema):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db.models import Prefetch
@@ -131,6 +132,19 @@ def _error_line(error: str) -> str:
     return error_line(error)
 
 
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Z][\w]*): (.*)$", re.S)
+
+
+def error_json(error: str) -> dict[str, str]:
+    """A failed run's error as LangGraph Server reports it: the exception's class name and
+    its message (a stored error that names no exception is a RunError)."""
+    line = error_line(error)
+    raised = _RAISED.match(line)
+    if raised is None:
+        return {"error": "RunError", "message": line}
+    return {"error": raised.group(1), "message": raised.group(2)}
+
+
 def run_json(run: Run, graph: str | None = None) -> dict[str, Any]:
     graph = graph or run.thread.graph
     kwargs: dict[str, Any] = {"webhook": run.webhook or None}
@@ -168,7 +182,7 @@ def run_output(run: Run) -> dict[str, Any]:
     """What runs/wait and runs/join answer: the thread's values after the run."""
     thread = run.thread
     if run.status == Run.Status.ERROR:
-        return {"__error__": {"error": "RunError", "message": _error_line(run.error)}}
+        return {"__error__": error_json(run.error)}
     values, _ = state.thread_values(thread)
     pending: list[dict[str, Any]] = []
     if run.status == Run.Status.INTERRUPTED:

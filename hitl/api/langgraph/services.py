@@ -194,10 +194,14 @@ def run_create(
             # that pauses again does so under a new interrupt id; the pause's interrupts
             # are superseded, as LangGraph Server goes on without them.
             checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
-        if command is None and input is None and at_breakpoint(thread):
-            # A LangGraph client continues from a breakpoint with no input: from (a
-            # copy of) the checkpoint it stopped at.
-            checkpoint_id = checkpoint_id or head_checkpoint_id(thread) or ""
+        fresh = getattr(thread, "is_new", False)  # created by this call: no checkpoint
+        settled = thread.status != Thread.Status.BUSY  # a run in flight moves the head on
+        if command is None and input is None and not checkpoint_id and settled and not fresh:
+            # No input goes on from the latest checkpoint, as LangGraph does (input None):
+            # past a breakpoint; a pause's node runs again and asks again; an ended graph
+            # runs nothing. On a copy of it, so a new pause has new interrupt ids (the
+            # pending ones are superseded). A thread with no checkpoint starts afresh.
+            checkpoint_id = head_checkpoint_id(thread) or ""
         if command is None or "resume" not in command:
             return runs.run_start(
                 breakpoints=breakpoints,
@@ -277,14 +281,6 @@ def check_breakpoints(graph: str, breakpoints: dict[str, Any] | None) -> dict[st
                     f'interrupt_{when} must be "*" or nodes of the graph ({known}).'
                 )
     return out
-
-
-def at_breakpoint(thread: Thread) -> bool:
-    """Whether the thread is paused at a breakpoint (and at nothing else)."""
-    if thread.status != Thread.Status.INTERRUPTED:
-        return False
-    pending = list(thread.interrupts.pending().values_list("interrupt_id", flat=True))
-    return bool(pending) and all(i.startswith(runs.BREAKPOINT) for i in pending)
 
 
 def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:

@@ -67,8 +67,12 @@ def snapshot_json(thread: Thread, snapshot) -> dict[str, Any]:
             "path": jsonable(list(task.path)) if getattr(task, "path", None) else [],
             "error": str(task.error) if task.error else None,
             "interrupts": _interrupts(task.interrupts),
-            "checkpoint": None,
-            "state": None,
+            # A subgraph's task names its checkpoint, or with subgraphs=True carries its
+            # state, as LangGraph Server shows them.
+            "checkpoint": jsonable(task.state.get("configurable"))
+            if isinstance(task.state, dict)
+            else None,
+            "state": snapshot_json(thread, task.state) if _is_snapshot(task.state) else None,
         }
         if getattr(task, "result", None) is not None:
             item["result"] = jsonable(task.result)
@@ -83,6 +87,48 @@ def snapshot_json(thread: Thread, snapshot) -> dict[str, Any]:
         "tasks": tasks,
         "interrupts": _interrupts(snapshot.interrupts),
     }
+
+
+def _is_snapshot(state: Any) -> bool:
+    from langgraph.types import StateSnapshot
+
+    return isinstance(state, StateSnapshot)
+
+
+# What `select` may name in a ThreadState, besides `values.<key>` (langgraph_sdk's
+# ThreadStateSelectField).
+STATE_FIELDS = (
+    "values",
+    "next",
+    "tasks",
+    "checkpoint",
+    "metadata",
+    "created_at",
+    "parent_checkpoint",
+    "interrupts",
+)
+
+
+def state_selected(state: dict[str, Any], select: list[str] | None) -> dict[str, Any]:
+    """Only the fields `select` names; `values.<key>` keeps that one key of the values."""
+    if not select:
+        return state
+    out: dict[str, Any] = {}
+    for name in select:
+        if name in STATE_FIELDS:
+            out[name] = state[name]
+        elif name.startswith("values.") and name != "values.":
+            if "values" in select:
+                continue  # the whole values are asked for anyway
+            values = state["values"] if isinstance(state["values"], dict) else {}
+            kept = out.setdefault("values", {})
+            if name[7:] in values:
+                kept[name[7:]] = values[name[7:]]
+        else:
+            raise errors.Invalid(
+                f"select: unknown field {name!r}; name {', '.join(STATE_FIELDS)} or values.<key>."
+            )
+    return out
 
 
 def _empty(thread: Thread) -> dict[str, Any]:
@@ -103,12 +149,14 @@ def _empty(thread: Thread) -> dict[str, Any]:
     }
 
 
-def thread_state(thread: Thread, checkpoint_id: str | None = None) -> dict[str, Any]:
+def thread_state(
+    thread: Thread, checkpoint_id: str | None = None, *, subgraphs: bool = False
+) -> dict[str, Any]:
     check_storable(checkpoint_id, "checkpoint_id")
     graph = _graph(thread)
     if graph is None:
         return _empty(thread)
-    snapshot = graph.get_state(_config(thread, checkpoint_id))
+    snapshot = graph.get_state(_config(thread, checkpoint_id), subgraphs=subgraphs)
     if checkpoint_id and not snapshot.config.get("configurable", {}).get("checkpoint_id"):
         raise errors.NotFound(f"No checkpoint {checkpoint_id!r} on this thread.")
     if not snapshot.values and not snapshot.next and snapshot.created_at is None:
@@ -133,14 +181,17 @@ def thread_history(
     before: str | None = None,
     metadata: dict[str, Any] | None = None,
     checkpoint_ns: str = "",
+    checkpoint_id: str | None = None,
 ) -> list[dict[str, Any]]:
-    check_storable([before, metadata, checkpoint_ns], "The history filter")
+    """The thread's checkpoints, newest first; `checkpoint_id` lists that one only, as
+    LangGraph's checkpointers list a config naming one."""
+    check_storable([before, metadata, checkpoint_ns, checkpoint_id], "The history filter")
     graph = _graph(thread)
     if graph is None:
         return []
     before_config = _config(thread, before, checkpoint_ns) if before else None
     history = graph.get_state_history(
-        _config(thread, None, checkpoint_ns),
+        _config(thread, checkpoint_id, checkpoint_ns),
         filter=metadata or None,
         before=before_config,
         limit=limit,

@@ -59,6 +59,16 @@ STREAM_MODES = (
 KEEPALIVE_SECONDS = 15.0
 # Cancels started for clients that left mid-run (a reference keeps each task alive).
 _disconnects: set[asyncio.Task] = set()
+
+
+def in_background(make: Callable[[], Awaitable[Any]]) -> None:
+    """Run a coroutine as a task of its own, kept until done: the request's task that
+    asks for it is being cancelled (its client left)."""
+    task = asyncio.ensure_future(make())
+    _disconnects.add(task)
+    task.add_done_callback(_disconnects.discard)
+
+
 # The id of the closing values part: a client back with it has had the whole run.
 FINAL_ID = "final"
 # Last-Event-ID "-1": from the run's start (the JS SDK's rejoin); the log's first entry.
@@ -335,9 +345,7 @@ async def run_events(
         if final is None:
             return
         if final.status == Run.Status.ERROR:
-            yield sse(
-                "error", {"error": "RunError", "message": serializers._error_line(final.error)}
-            )
+            yield sse("error", serializers.error_json(final.error))
             return
         if final.status not in TERMINAL:
             yield sse(
@@ -369,9 +377,6 @@ async def run_events(
         yield sse("error", {"error": type(exc).__name__, "message": str(exc)[:1000]})
     finally:
         if on_disconnect is not None and not over:
-            # The client left mid-run: the request's task is being cancelled, so the
-            # cancel runs as a task of its own (kept until done).
-            task = asyncio.ensure_future(on_disconnect())
-            _disconnects.add(task)
-            task.add_done_callback(_disconnects.discard)
+            # The client left mid-run: the request's task is being cancelled.
+            in_background(on_disconnect)
         await sub.close()

@@ -76,6 +76,23 @@ def thread_delete(*, thread: Thread, user) -> None:
         transaction.on_commit(lambda: events.thread_forget(thread_id, run_ids))
 
 
+def threads_prune(*, user, thread_ids: list[uuid.UUID], strategy: str) -> int:
+    """LangGraph Server's prune with strategy "delete": delete each named thread the user
+    sees (one they cannot see is skipped, not counted), all of them or, when one of them
+    is not theirs to delete, none (403)."""
+    if strategy != "delete":
+        from hitl.api.langgraph.schemas import refuse_unsupported
+
+        refuse_unsupported(strategy=strategy)
+    threads = list(thread_list_for_user(user).filter(pk__in=thread_ids))
+    for thread in threads:
+        _may_change(user, thread)
+    with transaction.atomic():
+        for thread in threads:
+            thread_delete(thread=thread, user=user)
+    return len(threads)
+
+
 def _delete_checkpoints(thread_id: str) -> None:
     try:
         _checkpointer().delete_thread(thread_id)
