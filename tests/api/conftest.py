@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import BIN, free_port, service_env, spawn, start_celery_worker, wait_for
@@ -206,3 +207,11 @@ def parse_sse(text: str) -> list[tuple[str, Any]]:
         if data:
             out.append((event, json.loads("\n".join(data))))
     return out
+
+
+def refused_status(call) -> int:
+    """The status of the HTTP error `call` raises through langgraph_sdk; its body says why."""
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        call()
+    assert caught.value.response.json()["detail"]
+    return caught.value.response.status_code

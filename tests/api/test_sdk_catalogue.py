@@ -5,24 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 from django.contrib.auth.models import Permission
 
 from agents.graphs.examples import approval_graph
 from hitl.core.models import Cron, Run
 from hitl.core.runs.crons import crons_fire
-from tests.api.conftest import sdk_client
+from tests.api.conftest import refused_status, sdk_client
 from tests.conftest import store_clear, wait_for
 
 pytestmark = pytest.mark.postgres
-
-
-def _status(call) -> int:
-    with pytest.raises(httpx.HTTPStatusError) as caught:
-        call()
-    assert caught.value.response.json()["detail"]
-    return caught.value.response.status_code
 
 
 def test_assistant_reads_take_xray_versions_pages_and_the_object_format(parity, requester):
@@ -38,7 +30,10 @@ def test_assistant_reads_take_xray_versions_pages_and_the_object_format(parity, 
     made = client.assistants.create("echo_config", name="echo", metadata={"team": "ops"})
     moved = client.assistants.update(made["assistant_id"], graph_id="memory", name="moved")
     assert (moved["graph_id"], moved["version"]) == ("memory", 2)
-    assert _status(lambda: client.assistants.update(made["assistant_id"], graph_id="nope")) == 404
+    assert (
+        refused_status(lambda: client.assistants.update(made["assistant_id"], graph_id="nope"))
+        == 404
+    )
     versions = client.assistants.get_versions(made["assistant_id"], limit=1, offset=1)
     assert [v["version"] for v in versions] == [1]
 
@@ -116,7 +111,7 @@ def test_a_cron_is_changed_with_every_parameter_it_honours(parity, requester):
         {"stream_resumable": True},
         {"durability": "exit"},
     ):
-        assert _status(lambda f=refused: client.crons.update(made["cron_id"], **f)) == 400
+        assert refused_status(lambda f=refused: client.crons.update(made["cron_id"], **f)) == 400
     assert Cron.objects.get(pk=made["cron_id"]).schedule == "0 10 * * *"
 
     other = client.crons.create(
@@ -143,7 +138,7 @@ def test_a_cron_is_changed_with_every_parameter_it_honours(parity, requester):
         {"interrupt_after": ["echo"]},
     ):
         call = lambda f=refused: client.crons.create("echo_config", schedule="* * * * *", **f)  # noqa: E731
-        assert _status(call) == 400
+        assert refused_status(call) == 400
     assert Cron.objects.count() == 2
 
 

@@ -6,24 +6,16 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from hitl.core.models import HumanInterrupt, Run
 from tests.api.client_graphs import _configured
-from tests.api.conftest import sdk_client, token_for
+from tests.api.conftest import refused_status, sdk_client, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.postgres
-
-
-def _status(call) -> int:
-    with pytest.raises(httpx.HTTPStatusError) as caught:
-        call()
-    assert caught.value.response.json()["detail"]
-    return caught.value.response.status_code
 
 
 def _langgraph_seen(*inputs) -> list[int]:
@@ -119,7 +111,7 @@ def test_langsmith_and_feedback_are_refused_and_resumes_are_always_strict(stack1
             thread_id, "typed_email", langsmith_tracing={"project_name": "p"}, **start
         ),
     ):
-        assert _status(refused) == 400
+        assert refused_status(refused) == 400
     assert not Run.objects.filter(thread_id=thread_id).exists()
 
     client.runs.wait(thread_id, "typed_email", **start)
@@ -130,7 +122,7 @@ def test_langsmith_and_feedback_are_refused_and_resumes_are_always_strict(stack1
         call = lambda s=strict: client.runs.wait(  # noqa: E731
             thread_id, "typed_email", command=resume, strict_resume=s
         )
-        assert _status(call) == 400
+        assert refused_status(call) == 400
     assert HumanInterrupt.objects.get(thread_id=thread_id).status == "pending"
     done = client.runs.wait(
         thread_id, "typed_email", command={"resume": {"type": "accept"}}, strict_resume=True
@@ -206,7 +198,7 @@ def test_headers_and_params_of_every_call_reach_the_server(stack16, reviewer, ou
     assert task["state"]["next"] == ["approve"]
     # `headers` go with the request: another user's token is that user.
     other = {"x-api-key": token_for(outsider)}
-    assert _status(lambda: client.threads.get(thread_id, headers=other)) == 404
+    assert refused_status(lambda: client.threads.get(thread_id, headers=other)) == 404
     # LangGraph Server also copies x-* headers into a run's configurable; HITL does not.
     seen = client.runs.wait(None, "configured", input={}, headers={"x-tenant": "acme"})
     assert "x-tenant" not in seen["seen"][0]["configurable"]

@@ -10,17 +10,10 @@ import httpx
 import pytest
 
 from hitl.core.models import AuditEvent, Thread
-from tests.api.conftest import sdk_client, token_for
+from tests.api.conftest import refused_status, sdk_client, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
 
 pytestmark = pytest.mark.postgres
-
-
-def _status(call) -> int:
-    with pytest.raises(httpx.HTTPStatusError) as caught:
-        call()
-    assert caught.value.response.json()["detail"]
-    return caught.value.response.status_code
 
 
 def test_threads_are_created_read_counted_and_changed_with_every_parameter(stack16, reviewer):  # noqa: F811
@@ -32,7 +25,7 @@ def test_threads_are_created_read_counted_and_changed_with_every_parameter(stack
     assert made["thread_id"] == thread_id
     assert made["metadata"]["team"] == "finance"
     assert made["metadata"]["graph_id"] == "typed_email"
-    assert _status(lambda: client.threads.create(thread_id=thread_id)) == 409
+    assert refused_status(lambda: client.threads.create(thread_id=thread_id)) == 409
     same = client.threads.create(thread_id=thread_id, if_exists="do_nothing", metadata={"x": 1})
     assert same["metadata"] == made["metadata"]
 
@@ -74,7 +67,7 @@ def test_state_reads_take_a_checkpoint_subgraphs_and_select(stack16, reviewer): 
     parent = state["parent_checkpoint"]["checkpoint_id"]
     older = client.threads.get_state(thread_id, checkpoint_id=parent, select=["checkpoint"])
     assert older == {"checkpoint": {**head, "checkpoint_id": parent}}
-    assert _status(lambda: client.threads.get_state(thread_id, select=["valuez"])) == 400
+    assert refused_status(lambda: client.threads.get_state(thread_id, select=["valuez"])) == 400
 
     history = client.threads.get_history(thread_id, limit=10)
     assert history[0]["checkpoint"] == head and len(history) >= 3
@@ -125,7 +118,7 @@ def test_prune_deletes_the_named_threads_and_keep_latest_is_refused(
     mine = [client.threads.create()["thread_id"] for _ in range(2)]
     theirs = sdk_client(stack16.base_url, outsider).threads.create()["thread_id"]
 
-    assert _status(lambda: client.threads.prune(mine, strategy="keep_latest")) == 400
+    assert refused_status(lambda: client.threads.prune(mine, strategy="keep_latest")) == 400
     assert Thread.objects.filter(pk__in=mine).count() == 2
     # A thread the caller cannot see is not theirs to prune: skipped, not counted.
     assert client.threads.prune([*mine, theirs]) == {"pruned_count": 2}
@@ -145,7 +138,7 @@ def test_prune_deletes_nothing_when_one_thread_is_not_the_callers(
     theirs.runs.wait(paused, "typed_email", input={"request": "q3"})
     client = sdk_client(stack16.base_url, reviewer)  # sees it (a reviewer), may not delete it
     mine = client.threads.create()["thread_id"]
-    assert _status(lambda: client.threads.prune([mine, paused])) == 403
+    assert refused_status(lambda: client.threads.prune([mine, paused])) == 403
     assert Thread.objects.filter(pk__in=[mine, paused]).count() == 2
 
 
