@@ -3,11 +3,13 @@ resumes chat UIs send, through the real langgraph_sdk against daphne and a worke
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
 from hitl.core.models import Run
-from tests.api.conftest import sdk_client
+from tests.api.conftest import sdk_client, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
 
 pytestmark = pytest.mark.postgres
@@ -33,9 +35,9 @@ def test_config_and_context_reach_the_graph_and_are_kept_on_the_run(stack16, rev
     # LangGraph Server mirrors configurable into the runtime context.
     assert seen["context"] == {"user_id": "u-42"}
     run = Run.objects.get(thread_id=thread_id)
-    assert run.config["configurable"] == {"user_id": "u-42"} and run.config["recursion_limit"] == 7
+    assert run.config["configurable"]["user_id"] == "u-42" and run.config["recursion_limit"] == 7
     listed = client.runs.get(thread_id, str(run.pk))
-    assert listed["kwargs"]["config"]["configurable"] == {"user_id": "u-42"}
+    assert listed["kwargs"]["config"]["configurable"] == run.config["configurable"]
 
     # A resume with context: the graph goes on with it (and mirrors it in configurable).
     done = client.runs.wait(
@@ -135,3 +137,32 @@ def test_a_resume_naming_the_head_checkpoint_is_accepted_and_an_older_one_refuse
         thread_id, "typed_email", command={"resume": {"type": "accept"}}, checkpoint=head
     )
     assert done["sent"]["subject"] == "Q3 report"
+
+
+def test_x_headers_and_the_user_agent_reach_configurable_but_credentials_do_not(
+    stack16,  # noqa: F811
+    reviewer,
+):
+    """As LangGraph Server copies them: every `x-*` header but credentials, and
+    `user-agent`, into the run's `configurable` (not its context)."""
+    from langgraph_sdk import get_sync_client
+
+    token = token_for(reviewer)
+    client = get_sync_client(
+        url=f"{stack16.base_url}/langgraph",
+        api_key=token,
+        headers={"X-Tenant-Region": "eu-1", "X-Service-Key": "secret", "User-Agent": "chat-ui/2"},
+    )
+    try:
+        thread_id = client.threads.create()["thread_id"]
+        paused = client.runs.wait(thread_id, "configured", input={})
+    finally:
+        client.close()
+    seen = paused["seen"][0]
+    assert seen["configurable"]["x-tenant-region"] == "eu-1"
+    assert seen["configurable"]["user-agent"] == "chat-ui/2"
+    assert "x-api-key" not in seen["configurable"] and "x-service-key" not in seen["configurable"]
+    assert "x-tenant-region" not in (seen["context"] or {})
+    run = Run.objects.get(thread_id=thread_id)
+    assert run.config["configurable"]["x-tenant-region"] == "eu-1"
+    assert token not in json.dumps(run.config)

@@ -199,6 +199,6 @@ def test_headers_and_params_of_every_call_reach_the_server(stack16, reviewer, ou
     # `headers` go with the request: another user's token is that user.
     other = {"x-api-key": token_for(outsider)}
     assert refused_status(lambda: client.threads.get(thread_id, headers=other)) == 404
-    # LangGraph Server also copies x-* headers into a run's configurable; HITL does not.
+    # As LangGraph Server, x-* headers (credentials aside) reach a run's configurable.
     seen = client.runs.wait(None, "configured", input={}, headers={"x-tenant": "acme"})
-    assert "x-tenant" not in seen["seen"][0]["configurable"]
+    assert seen["seen"][0]["configurable"]["x-tenant"] == "acme"

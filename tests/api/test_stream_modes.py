@@ -87,12 +87,18 @@ def _undo_server_debug(data: dict[str, Any]) -> dict[str, Any]:
 
 def _in_process() -> tuple[Any, dict[str, Any]]:
     """The nested graph on an in-memory checkpointer, and a config like the worker's."""
+    from importlib.metadata import version
+
     from langgraph.checkpoint.memory import InMemorySaver
 
     from tests.api.client_graphs import _outer
 
     config = {
-        "configurable": {"thread_id": str(uuid.uuid4())},
+        # As LangGraph Server, the worker's configurable has the SDK's user-agent header.
+        "configurable": {
+            "thread_id": str(uuid.uuid4()),
+            "user-agent": f"langgraph-sdk-py/{version('langgraph-sdk')}",
+        },
         # Run metadata as HITL's worker gives it (the normalizer drops its values).
         "metadata": {"hitl_run_id": "", "hitl_thread_id": ""},
     }

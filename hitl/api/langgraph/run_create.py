@@ -40,6 +40,19 @@ def check_stream_modes(stream_mode) -> None:
 
 # A client that sends edited arguments as text marks itself with this header.
 LENIENT_HEADER = "X-HITL-Lenient-Edits"
+# Headers a run's `configurable` never gets: LangGraph Server's (credentials), and the
+# reviewer app's CSRF token.
+RUN_HEADERS_EXCLUDED = frozenset({"x-api-key", "x-tenant-id", "x-service-key", "x-csrftoken"})
+
+
+def configurable_headers(request: HttpRequest) -> dict[str, str]:
+    """The request headers LangGraph Server copies into a run's `configurable` by
+    default: every `x-*` header but credentials, and `user-agent`."""
+    return {
+        name: value
+        for name, value in ((k.lower(), v) for k, v in request.headers.items())
+        if (name.startswith("x-") and name not in RUN_HEADERS_EXCLUDED) or name == "user-agent"
+    }
 
 
 def create_run(
@@ -111,4 +124,5 @@ def _create_run_once(
         stream_modes=run_stream_modes(body.stream_mode),
         stream_subgraphs=body.stream_subgraphs,
         lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
+        headers=configurable_headers(request),
     )

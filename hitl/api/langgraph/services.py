@@ -120,6 +120,7 @@ def run_create(
     context: Any = None,
     multitask_strategy: str = "reject",
     breakpoints: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
@@ -142,6 +143,7 @@ def run_create(
         context=context,
         assistant_config=base_config,
         assistant_context=base_context,
+        headers=headers,
     )
     check_storable(input, "input")
     check_storable(command, "command")

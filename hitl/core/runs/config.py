@@ -91,8 +91,10 @@ def run_config_merge(
     context: Any,
     assistant_config: dict[str, Any] | None = None,
     assistant_context: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(config, context) of a new run: the assistant's, then the request's."""
+    """(config, context) of a new run: the assistant's, then the request's, then the
+    request's `headers` in `configurable` alone (as LangGraph Server copies them)."""
     config = check_config(config)
     if context is not None and not isinstance(context, dict):
         raise Invalid("context must be a JSON object.")
@@ -112,7 +114,7 @@ def run_config_merge(
     merged: dict[str, Any] = {**base, **{k: v for k, v in config.items() if k != "configurable"}}
     if base.get("metadata") and config.get("metadata"):
         merged["metadata"] = {**base["metadata"], **config["metadata"]}
-    merged_configurable = {**(base.get("configurable") or {}), **configurable}
+    merged_configurable = {**(base.get("configurable") or {}), **configurable, **(headers or {})}
     if merged_configurable:
         merged["configurable"] = merged_configurable
     merged_context = {**(assistant_context or {}), **context}
