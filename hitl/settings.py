@@ -347,7 +347,7 @@ HITL_EXECUTOR = envstr("HITL_EXECUTOR", "celery" if REDIS_URL else "inprocess")
 # Runs one process holds in flight at once: a worker process (its Celery threads pool
 # takes this many messages) and the embedded server alike. A run waiting on a model
 # costs a thread and its graph's state, not a process (see README "Workers").
-HITL_RUNS_PER_WORKER = envint("HITL_RUNS_PER_WORKER", 64)
+HITL_RUNS_PER_WORKER = envint("HITL_RUNS_PER_WORKER", 128)
 HITL_INPROCESS_WORKERS = envint("HITL_INPROCESS_WORKERS", HITL_RUNS_PER_WORKER)
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", REDIS_URL or "memory://")
