@@ -3,6 +3,8 @@ against a real daphne server and a real Celery worker."""
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import httpx
 import pytest
 
@@ -11,6 +13,8 @@ from hitl.core.registry import registry
 from tests.api.conftest import sdk_client
 
 pytestmark = pytest.mark.postgres
+
+SDK_VERSION = version("langgraph-sdk")
 
 
 def _status(call) -> int:
@@ -95,8 +99,9 @@ def test_a_run_on_an_assistant_gets_its_config_and_context(parity, requester):
     )
     thread = client.threads.create()
     out = client.runs.wait(thread["thread_id"], made["assistant_id"], input={"request": "hi"})
+    # As LangGraph Server, the request's user-agent header joins configurable.
     assert out["seen"] == {
-        "configurable": {"model": "small"},
+        "configurable": {"model": "small", "user-agent": f"langgraph-sdk-py/{SDK_VERSION}"},
         "recursion_limit": 9,
         "tags": ["t1"],
         "context": {"tenant": "acme"},
@@ -120,7 +125,8 @@ def test_a_run_on_an_assistant_gets_its_config_and_context(parity, requester):
 
     # The default assistant of the same graph has no config of its own.
     plain = client.runs.wait(None, "echo_config", input={})
-    assert plain["seen"]["configurable"] == {} and plain["seen"]["context"] is None
+    assert plain["seen"]["configurable"] == {"user-agent": f"langgraph-sdk-py/{SDK_VERSION}"}
+    assert plain["seen"]["context"] is None
 
 
 def test_only_its_creator_or_the_permission_changes_an_assistant(parity, requester, reviewer):

@@ -45,7 +45,9 @@ def test_webhook_bodies_have_langgraph_servers_shape(stack16, reviewer, receiver
     assert paused["run_id"] == run["run_id"] and paused["status"] == "interrupted"
     assert paused["values"] == {"request": "q3"}  # the thread's values at the pause
     assert paused["kwargs"]["input"] == {"request": "q3"}
-    assert paused["kwargs"]["config"]["configurable"] == {"user_id": "u-1"}
+    # The run's configurable, with the request's user-agent as LangGraph Server adds it.
+    assert paused["kwargs"]["config"]["configurable"]["user_id"] == "u-1"
+    assert paused["kwargs"]["config"]["configurable"]["user-agent"].startswith("langgraph-sdk")
     assert paused["run_started_at"] <= paused["run_ended_at"] <= paused["webhook_sent_at"]
     assert paused["interrupts"][0]["action_request"]["action"] == "send_email"
 
