@@ -9,6 +9,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from hitl.core.db.retry import retry_transient
 from hitl.core.models import ToolExecution
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,16 @@ class ThreadToolLedger:
 
     def finish(self, *, interrupt_id: str, tool_call_id: str, result: dict[str, Any]) -> None:
         try:
-            ToolExecution.objects.filter(
-                thread_id=self.thread_id, interrupt_id=interrupt_id, tool_call_id=tool_call_id
-            ).update(status=ToolExecution.Status.DONE, result=result, finished_at=timezone.now())
+            _done_record(self.thread_id, interrupt_id, tool_call_id, result)
         finally:
             self._release()
+
+
+@retry_transient
+def _done_record(thread_id: Any, interrupt_id: str, tool_call_id: str, result: dict) -> None:
+    """Record a tool's result, again on a fresh connection if its session was dropped:
+    the effect happened, and a run redelivered without the record could only report it
+    as unknown. The UPDATE is the same whether it lands once or twice."""
+    ToolExecution.objects.filter(
+        thread_id=thread_id, interrupt_id=interrupt_id, tool_call_id=tool_call_id
+    ).update(status=ToolExecution.Status.DONE, result=result, finished_at=timezone.now())
