@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hitl.api.langgraph import state
+from hitl.api.langgraph.schemas import refuse_unsupported
 from hitl.core import audit, errors, runs
 from hitl.core.access.permissions import (
     thread_list_for_user,
@@ -81,8 +82,6 @@ def threads_prune(*, user, thread_ids: list[uuid.UUID], strategy: str) -> int:
     sees (one they cannot see is skipped, not counted), all of them or, when one of them
     is not theirs to delete, none (403)."""
     if strategy != "delete":
-        from hitl.api.langgraph.schemas import refuse_unsupported
-
         refuse_unsupported(strategy=strategy)
     threads = list(thread_list_for_user(user).filter(pk__in=thread_ids))
     for thread in threads:

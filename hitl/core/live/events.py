@@ -326,16 +326,22 @@ def thread_forget(thread_id: Any, run_ids: list[Any]) -> None:
     eventlog.forget(thread_id, run_ids)
 
 
+def _layer_on_log_redis(layer: Any) -> bool:
+    """Whether the channel layer keeps its groups on the event log's Redis: then one
+    round trip can ask about both."""
+    return (
+        eventlog.enabled()
+        and channels_redis.is_redis_layer(layer)
+        and channels_redis.layer_address(layer) == settings.REDIS_URL
+    )
+
+
 def thread_stream_listened(thread_id: Any) -> bool:
     """Whether anyone listens to the thread's full event stream (a thread page, an SSE
     or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""
     group = thread_group(thread_id)
     layer = get_channel_layer()
-    if (
-        eventlog.enabled()
-        and channels_redis.is_redis_layer(layer)
-        and channels_redis.layer_address(layer) == settings.REDIS_URL
-    ):
+    if _layer_on_log_redis(layer):
         # The layer's Redis is the event log's: ask both in one round trip from this
         # thread, rather than through the publisher's loop and again for the log.
         since = channels_redis.live_since(layer)
@@ -360,11 +366,7 @@ def publish_thread_events(thread_id: Any, batch: list[dict[str, Any]]) -> None:
     group = thread_group(thread_id)
     layer = get_channel_layer()
     members = None
-    if (
-        eventlog.enabled()
-        and channels_redis.is_redis_layer(layer)
-        and channels_redis.layer_address(layer) == settings.REDIS_URL
-    ):
+    if _layer_on_log_redis(layer):
         members = (channels_redis.group_key(layer, group), channels_redis.live_since(layer))
     seqs, heard = eventlog.append_all(thread_id, batch, members)
     if not heard:
