@@ -139,9 +139,26 @@ def _send_to_group(group: str, message: dict[str, Any]) -> None:
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(group, message)
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    try:
+        if loop is None:
+            async_to_sync(layer.group_send)(group, message)
+        else:  # a save inside a running loop (async_to_sync would refuse): send from it
+            _pending_sends.add(task := loop.create_task(layer.group_send(group, message)))
+            task.add_done_callback(_sent)
     except Exception:  # the sockets still re-check within SESSION_TTL
         log.exception("could not tell the sockets of %s", group)
+
+
+_pending_sends: set[asyncio.Task] = set()
+
+
+def _sent(task: asyncio.Task) -> None:
+    _pending_sends.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("could not tell the sockets", exc_info=task.exception())
 
 
 def on_logged_out(sender, request, user, **kwargs) -> None:

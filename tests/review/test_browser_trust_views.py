@@ -81,7 +81,12 @@ def test_phone_filters_fold_behind_a_button(
     open_interrupts(user=requester, values=[human_interrupt("send_email")])
     phone = page_at(asgi_server, "rita", {"width": 390, "height": 844})
     assert not phone.is_visible("#filters")
-    row_top = phone.locator("tbody tr.row").first.bounding_box()["y"]
+    # Measured once the socket's first resync has redrawn the rows (a row swapped out
+    # mid-measure has no box).
+    phone.wait_for_selector("#live-indicator[data-state=live]")
+    first_row = phone.locator("tbody tr.row").first
+    first_row.wait_for(state="visible")
+    row_top = first_row.bounding_box()["y"]
     assert row_top < 844 / 2  # the first item shows in the top half of the first screen
     phone.click("#filters-toggle")
     assert phone.is_visible("#filters select[name=group]")

@@ -6,6 +6,8 @@ keeps its sockets. Through the real ASGI app and the Redis channel layer."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import logging.handlers
 from datetime import timedelta
 
 import pytest
@@ -126,6 +128,29 @@ def test_a_password_change_closes_the_sockets_of_every_session(reviewer, request
         return True  # every session signed in with the old password ends
 
     asyncio.run(scenario(reviewer, requester, change_password))
+
+
+def test_a_password_changed_inside_a_running_loop_still_tells_the_sockets(
+    reviewer, requester, monkeypatch
+):
+    """A save from a thread that runs an event loop (a sync call made inside one, as
+    Playwright's sync API does) cannot use async_to_sync: the notice goes from that loop."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+    async def change_password(tab: Client) -> bool:
+        reviewer.set_password("a-new-password-for-rita")
+        reviewer.save()
+        return True
+
+    errors = logging.handlers.BufferingHandler(capacity=100)
+    errors.setLevel(logging.ERROR)
+    logger = logging.getLogger("hitl.review.socket_sessions")
+    logger.addHandler(errors)  # on the logger: django.setup() may replace the root's
+    try:
+        asyncio.run(scenario(reviewer, requester, change_password))
+    finally:
+        logger.removeHandler(errors)
+    assert [r.getMessage() for r in errors.buffer] == []
 
 
 def test_a_socket_without_a_session_is_refused(reviewer):
