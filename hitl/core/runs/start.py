@@ -20,7 +20,6 @@ from hitl.core.access.permissions import (
 from hitl.core.db import statements
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
-from hitl.core.live import stops
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs import dispatch, multitask
@@ -186,20 +185,15 @@ def thread_cancel(*, thread: Thread, user) -> Thread:
                 "Only the thread's requester (or a user with the hitl.review_all or "
                 "hitl.change_thread permission) can cancel it."
             )
-        now = timezone.now()
-        active = list(thread.runs.active().values_list("pk", "status"))
-        thread.runs.active().update(status=Run.Status.CANCELLED, finished_at=now, lease_owner="")
-        stops.runs_stopped([pk for pk, _ in active])
         audit.audit_record(kind=audit.Kind.THREAD_CANCELLED, thread=thread, actor=user)
+        multitask.runs_stop(
+            thread=thread,
+            user=user,
+            action="interrupt",
+            reason="thread cancelled",
+            runs=list(thread.runs.active().only("pk", "status")),
+        )
         interrupts_withdraw(thread=thread, user=user)
-        for pk, status in active:
-            audit.audit_record(
-                kind=audit.Kind.RUN_CANCELLED,
-                thread=thread,
-                run_id=pk,
-                actor=user,
-                data={"was": status},
-            )
         thread.status = Thread.Status.IDLE
         thread.save(update_fields=["status", "updated_at"])
         announce_thread(thread)
