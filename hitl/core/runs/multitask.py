@@ -50,14 +50,18 @@ def runs_stop(*, thread: Thread, user, action: str, reason: str, runs: list[Run]
     thread had none before them: its checkpoints are deleted). The workers are told
     at once (a lease tick at the latest) and stop."""
     ids = [r.pk for r in runs]
-    for run in runs:
-        audit.audit_record(
-            kind=audit.Kind.RUN_CANCELLED,
-            thread=thread,
-            run_id=run.pk,
-            actor=user,
-            data={"was": run.status, "reason": reason, "action": action, "run_id": str(run.pk)},
-        )
+    audit.audit_bulk(
+        [
+            audit.audit_event(
+                kind=audit.Kind.RUN_CANCELLED,
+                thread=thread,
+                run_id=run.pk,
+                actor=user,
+                data={"was": run.status, "reason": reason, "action": action, "run_id": str(run.pk)},
+            )
+            for run in runs
+        ]
+    )
     stops.runs_stopped(ids)
     if action != "rollback":
         Run.objects.filter(pk__in=ids).update(
