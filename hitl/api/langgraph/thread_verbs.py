@@ -161,15 +161,20 @@ def _copy_pause(copy: Thread, pending: list[Any], user) -> None:
         for row in pending
     ]
     HumanInterrupt.objects.bulk_create(rows)
+    audit.audit_bulk(
+        [
+            audit.audit_event(
+                kind=AuditEvent.Kind.INTERRUPT_CREATED,
+                thread=copy,
+                run=run,
+                interrupt=row,
+                actor=user,
+                data={**audit.interrupt_created_data(row), "copied": True},
+            )
+            for row in rows
+        ]
+    )
     for row in rows:
-        audit.audit_record(
-            kind=AuditEvent.Kind.INTERRUPT_CREATED,
-            thread=copy,
-            run=run,
-            interrupt=row,
-            actor=user,
-            data={**audit.interrupt_created_data(row), "copied": True},
-        )
         transaction.on_commit(
             lambda row=row: events.publish_interrupt_changed(
                 thread_id=copy.pk,
