@@ -431,6 +431,8 @@ def test_threads_copy_carries_state_and_history_to_a_new_thread(stack16, reviewe
     copy_row = HumanInterrupt.objects.get(thread_id=copied["thread_id"])
     assert copy_row.pk != source_row.pk and copy_row.interrupt_id == source_row.interrupt_id
     assert copy_row.args == source_row.args and copy_row.status == "pending"
+    created = AuditEvent.objects.get(kind="interrupt.created", interrupt_id=copy_row.pk)
+    assert created.data["copied"] is True and str(created.thread_id) == copied["thread_id"]
     done = owner.runs.wait(
         copied["thread_id"], "typed_email", command={"resume": {"type": "accept"}}
     )
