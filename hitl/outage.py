@@ -55,10 +55,20 @@ def server_error_json(request: HttpRequest) -> HttpResponse:
 
 
 class OutageMiddleware(MiddlewareMixin):
-    """Turn a transient fault raised by a view (sync or async) into a 503."""
+    """Turn a transient fault raised by a view (sync or async) into a 503.
+
+    A view may also answer 503 itself (a `hitl.core.errors.Unavailable` its error
+    handler turned into JSON): every 503 tells the client when to try again.
+    """
 
     def process_exception(self, request, exception):
         return unavailable_response(request) if is_transient(exception) else None
+
+    def process_response(self, request, response):
+        if response.status_code == 503 and not response.has_header("Retry-After"):
+            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            response["Cache-Control"] = "no-store"
+        return response
 
 
 def handler500(request: HttpRequest) -> HttpResponse:

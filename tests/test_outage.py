@@ -5,8 +5,12 @@ import json
 import django.db
 import psycopg
 import pytest
+from django.http import JsonResponse
 from django.test import RequestFactory
+from django.urls import path
+from ninja import NinjaAPI
 
+from hitl.api.errors import BoundedParser, install_error_handlers
 from hitl.core.db.retry import connections_suspect, retry_transient
 from hitl.core.errors import Unavailable
 from hitl.outage import OutageMiddleware, handler500
@@ -119,3 +123,32 @@ def test_other_errors_are_not_repeated(settings):
     with pytest.raises(ValueError):
         work()
     assert calls == [1]
+
+
+# --- a 503 a view answers itself ---------------------------------------------------------
+
+outage_api = NinjaAPI(urls_namespace="outage-test", parser=BoundedParser())
+install_error_handlers(outage_api, auth_hint="none")
+
+
+@outage_api.get("/gone")
+def gone(request):
+    raise Unavailable("The database is unreachable; try again shortly.")
+
+
+def page_gone(request):
+    return JsonResponse({"error": "The database is unreachable."}, status=Unavailable.status_code)
+
+
+urlpatterns = [path("api/outage-test/", outage_api.urls), path("page-gone/", page_gone)]
+
+
+@pytest.mark.urls("tests.test_outage")
+@pytest.mark.parametrize("url", ["/api/outage-test/gone", "/page-gone/"])
+def test_a_503_a_view_answers_itself_says_when_to_try_again(client, url):
+    """`Unavailable` out of a retried unit reaches the API's error handler, which answers
+    it as JSON: the 503 still carries Retry-After, as clients that retry expect."""
+    response = client.get(url)
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert "unreachable" in response.content.decode()
