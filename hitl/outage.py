@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
-from django.utils.deprecation import MiddlewareMixin
 from django.views.defaults import server_error
 
 from hitl.core.errors import is_transient
@@ -54,21 +54,40 @@ def server_error_json(request: HttpRequest) -> HttpResponse:
     )
 
 
-class OutageMiddleware(MiddlewareMixin):
+class OutageMiddleware:
     """Turn a transient fault raised by a view (sync or async) into a 503.
 
     A view may also answer 503 itself (a `hitl.core.errors.Unavailable` its error
-    handler turned into JSON): every 503 tells the client when to try again.
+    handler turned into JSON): every 503 tells the client when to try again. Written
+    for both modes, so under ASGI it costs no hop to the sync thread (hitl/middleware.py).
     """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.is_async:
+            return self._acall(request)
+        return _with_retry_after(self.get_response(request))
+
+    async def _acall(self, request):
+        return _with_retry_after(await self.get_response(request))
 
     def process_exception(self, request, exception):
         return unavailable_response(request) if is_transient(exception) else None
 
-    def process_response(self, request, response):
-        if response.status_code == 503 and not response.has_header("Retry-After"):
-            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            response["Cache-Control"] = "no-store"
-        return response
+
+def _with_retry_after(response: HttpResponse) -> HttpResponse:
+    if response.status_code == 503 and not response.has_header("Retry-After"):
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        response["Cache-Control"] = "no-store"
+    return response
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
