@@ -140,6 +140,7 @@ def test_a_stream_carries_values_updates_and_messages(live, reviewer):
     run_id = parts[0].data["run_id"]
     assert Run.objects.get(pk=run_id).status == "success"
     updates = [p.data for p in parts if p.event == "updates"]
+    assert updates, kinds
     assert updates[-1]["model"]["messages"][0]["content"] == "You said: hello"
     messages = [p.data for p in parts if p.event == "messages"]
     assert messages[0][0]["content"] == "You said: hello"

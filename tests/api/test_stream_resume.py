@@ -173,3 +173,56 @@ def test_a_reconnect_after_a_pause_gets_the_rest_but_not_the_paused_values_again
     before_pause = async_to_sync(read)(f"{logged[0]}#0")
     assert before_pause.count(b"__interrupt__") == 1
     assert before_pause.index(b"__interrupt__") < before_pause.index(b"event: debug")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_that_hears_none_of_its_runs_events_live_reads_them_from_the_log(
+    reviewer, settings
+):
+    """The channel layer may lose a stream's live messages (away, or behind); the run's
+    end is then read in the database, and what the log holds of the run still goes out,
+    each part once, in its order."""
+    from asgiref.sync import async_to_sync
+
+    from hitl.api.langgraph.streaming import run_events
+    from hitl.core.live import agui, eventlog
+    from hitl.core.live.waiting import ThreadSubscription
+    from hitl.core.models import Thread
+
+    thread = Thread.objects.create(
+        graph=settings.HITL_DEFAULT_GRAPH, requester=reviewer, status=Thread.Status.DONE
+    )
+    earlier = Run.objects.create(thread=thread, kind=Run.Kind.START, status=Run.Status.SUCCESS)
+    run = Run.objects.create(thread=thread, kind=Run.Kind.START, status=Run.Status.SUCCESS)
+    modes = frozenset({"custom", "updates"})
+
+    def batch(mode: str, chunk: dict) -> list[dict]:  # as the worker makes it
+        return agui.events_for_chunk(mode, chunk) + agui.client_chunk_events(
+            (), mode, chunk, modes
+        )
+
+    def chunks(of: Run) -> list[dict]:
+        return [
+            agui.run_started(thread.pk, of.pk),
+            *[event for n in range(3) for event in batch("custom", {"n": n})],
+            *batch("updates", {"act": {"done": True}}),
+            agui.run_finished(thread.pk, of.pk, interrupts=[], result={}),
+        ]
+
+    # The log has the thread's earlier run too: its parts are not this stream's.
+    logged = [eventlog.append(thread.pk, event) for event in chunks(earlier) + chunks(run)]
+
+    async def read() -> bytes:
+        sub = await ThreadSubscription(thread.pk).open()
+        parts = run_events(sub=sub, run=run, stream_mode=["custom", "updates"], timeout=10)
+        return b"".join([part async for part in parts])
+
+    body = async_to_sync(read)().decode()
+    events = [line.split(": ", 1)[1] for line in body.splitlines() if line.startswith("event: ")]
+    assert events == ["metadata", "custom", "custom", "custom", "updates"], body
+    ids = [line.split(": ", 1)[1] for line in body.splitlines() if line.startswith("id: ")]
+    entries = [part.split("#")[0] for part in ids]
+    ours = logged[len(logged) // 2 :]
+    assert len(ids) == 4 and set(entries) <= set(ours), body
+    assert entries == sorted(entries, key=eventlog.order), body
+    assert body.index('"n": 0') < body.index('"n": 1') < body.index('"n": 2')

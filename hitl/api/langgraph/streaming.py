@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -267,6 +267,25 @@ def _parse_last_id(last_event_id: str | None) -> tuple[str, int] | None:
     return None
 
 
+def _of_run(
+    logged: list[tuple[str, dict[str, Any]]], run_id: str, *, from_start: bool
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The entries of `logged` that are run `run_id`'s, up to its end. From its start
+    when `from_start` (the thread's log also holds its earlier runs), else from the first."""
+    started = not from_start
+    for entry, event in logged:
+        kind = event.get("type")
+        if not started:
+            started = kind == "RUN_STARTED" and event.get("runId") == run_id
+            if not started:
+                continue
+        if kind in ("RUN_FINISHED", "RUN_ERROR") and (
+            kind == "RUN_ERROR" or event.get("runId") == run_id
+        ):
+            return
+        yield entry, event
+
+
 async def run_events(
     *,
     sub: ThreadSubscription,
@@ -289,6 +308,7 @@ async def run_events(
     over = False
     modes = normalize_modes(stream_mode)
     translate = _Translator(run_id, modes, "events" in (run.stream_modes or ()))
+    sent: set[str] = set()  # the log entries whose parts went out
     # "-1" (useStream's rejoin after a reload): everything, from the run's start.
     from_start = last_event_id == FROM_START
     resume_from = (FIRST_ENTRY, -1) if from_start else _parse_last_id(last_event_id)
@@ -311,19 +331,9 @@ async def run_events(
                     run.thread_id, run_id, seq
                 )
             logged = await sync_to_async(eventlog.read_from)(run.thread_id, seq)
-            started = not from_start
-            for entry, event in logged:
-                kind = event.get("type")
-                if not started:
-                    # The thread's log also holds its earlier runs: this one's from its start.
-                    started = kind == "RUN_STARTED" and event.get("runId") == run_id
-                    if not started:
-                        continue
-                if kind in ("RUN_FINISHED", "RUN_ERROR") and (
-                    kind == "RUN_ERROR" or event.get("runId") == run_id
-                ):
-                    break
+            for entry, event in _of_run(logged, run_id, from_start=from_start):
                 seen = eventlog.order(entry)
+                sent.add(entry)
                 for n, part in enumerate(_parts(translate, event)):
                     if entry != seq or n > index:
                         yield _with_id(part, f"{entry}#{n}")
@@ -337,9 +347,21 @@ async def run_events(
             seq = sub.last_seq
             if seq and seen is not None and eventlog.order(seq) <= seen:
                 continue  # already replayed from the log
+            if seq:
+                sent.add(seq)
             for n, part in enumerate(_parts(translate, event)):
                 last_sent = time.monotonic()
                 yield _with_id(part, f"{seq}#{n}") if seq else part
+        if not sub.heard_end:
+            # The run's end was read in the database, not heard: live messages may have
+            # been lost on the way (the channel layer away or behind). The log has them.
+            logged = await sync_to_async(eventlog.read_from)(run.thread_id, FIRST_ENTRY)
+            floor = eventlog.order(resume_from[0]) if resume_from and not from_start else None
+            for entry, event in _of_run(logged, run_id, from_start=True):
+                if entry in sent or (floor is not None and eventlog.order(entry) <= floor):
+                    continue
+                for n, part in enumerate(_parts(translate, event)):
+                    yield _with_id(part, f"{entry}#{n}")
         over = True  # whatever follows, the client did not leave before the run's end
         final = await fetch_run(run_id)
         if final is None:

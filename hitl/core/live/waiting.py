@@ -258,6 +258,8 @@ class ThreadSubscription:
     def __init__(self, thread_id: Any, *, status_only: bool = False):
         self.thread_id = str(thread_id)
         self.last_seq: str | None = None
+        # Whether `run_events_of` heard its run's end live (else it read it in the database).
+        self.heard_end = False
         self.group = (events.thread_status_group if status_only else events.thread_group)(thread_id)
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._hub: _Hub | None = None
@@ -488,6 +490,7 @@ async def run_events_of(
             continue
         if kind in ("RUN_FINISHED", "RUN_ERROR"):
             if kind == "RUN_ERROR" or event.get("runId") == run_id:
+                sub.heard_end = True
                 return
             continue
         # The event's id in the thread's replayable log, for callers that number theirs.
