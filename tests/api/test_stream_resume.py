@@ -197,9 +197,7 @@ def test_a_stream_that_hears_none_of_its_runs_events_live_reads_them_from_the_lo
     modes = frozenset({"custom", "updates"})
 
     def batch(mode: str, chunk: dict) -> list[dict]:  # as the worker makes it
-        return agui.events_for_chunk(mode, chunk) + agui.client_chunk_events(
-            (), mode, chunk, modes
-        )
+        return agui.events_for_chunk(mode, chunk) + agui.client_chunk_events((), mode, chunk, modes)
 
     def chunks(of: Run) -> list[dict]:
         return [
@@ -214,7 +212,9 @@ def test_a_stream_that_hears_none_of_its_runs_events_live_reads_them_from_the_lo
 
     async def read() -> bytes:
         sub = await ThreadSubscription(thread.pk).open()
-        parts = run_events(sub=sub, run=run, stream_mode=["custom", "updates"], timeout=10)
+        parts = run_events(
+            sub=sub, run=run, stream_mode=["custom", "updates"], timeout=10, whole_run=True
+        )
         return b"".join([part async for part in parts])
 
     body = async_to_sync(read)().decode()

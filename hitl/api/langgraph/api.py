@@ -1,10 +1,9 @@
 """A LangGraph Server API subset, so langgraph_sdk and the Agent Inbox work unchanged.
 
 Mounted at /langgraph/ (point `get_client(url=".../langgraph", api_key=token)` at it).
-Assistants are the registered graphs; threads and runs are our Thread and Run rows;
-`interrupts` are the pending HumanInterrupt rows; state and history come from the
-checkpointer. Runs execute on the workers like any other run; `wait`, `join` and
-`stream` follow them through the thread's channel group.
+Assistants are the registered graphs and their stored variants; threads and runs are
+our Thread and Run rows; `interrupts` the pending HumanInterrupts; state and history come
+from the checkpointer. `wait`, `join` and `stream` follow runs on the workers.
 
 Auth: the same per-user API tokens as /api/v1 (`x-api-key`, as langgraph_sdk sends
 it, or `Authorization: Bearer`), or the browser session; the same permissions as
@@ -144,8 +143,9 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
     except BaseException:
         await sub.close()
         raise
+    gone = body.on_disconnect == "cancel"
     return await stream_response(
-        request, sub, run, body.stream_mode, cancel_on_disconnect=body.on_disconnect == "cancel"
+        request, sub, run, body.stream_mode, cancel_on_disconnect=gone, created=True
     )
 
 

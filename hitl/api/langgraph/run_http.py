@@ -157,7 +157,13 @@ def cancel_when_gone(run_id, user) -> None:
 
 
 async def stream_response(
-    request, sub: ThreadSubscription, run: Run, stream_mode, *, cancel_on_disconnect=False
+    request,
+    sub: ThreadSubscription,
+    run: Run,
+    stream_mode,
+    *,
+    cancel_on_disconnect=False,
+    created=False,
 ) -> StreamingHttpResponse:
     last_event_id = request.headers.get("Last-Event-ID") or None
     on_disconnect = None
@@ -175,6 +181,7 @@ async def stream_response(
             timeout=wait_seconds(),
             last_event_id=last_event_id,
             on_disconnect=on_disconnect,
+            whole_run=created,
         ),
         content_type="text/event-stream",
     )

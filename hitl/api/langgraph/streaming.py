@@ -294,8 +294,12 @@ async def run_events(
     timeout: float,
     last_event_id: str | None = None,
     on_disconnect: Callable[[], Awaitable[Any]] | None = None,
+    whole_run: bool = False,
 ) -> AsyncIterator[bytes]:
     """Stream one run until it ends (or `timeout`), then close `sub`.
+
+    `whole_run`: the stream created its run (it subscribed before), so it owes the
+    client every part of it; a join owes what follows it.
 
     `on_disconnect` (a client's `on_disconnect="cancel"`, `cancel_on_disconnect`) is
     called when the client goes away before the run ended.
@@ -352,7 +356,7 @@ async def run_events(
             for n, part in enumerate(_parts(translate, event)):
                 last_sent = time.monotonic()
                 yield _with_id(part, f"{seq}#{n}") if seq else part
-        if not sub.heard_end:
+        if not sub.heard_end and (whole_run or resume_from is not None):
             # The run's end was read in the database, not heard: live messages may have
             # been lost on the way (the channel layer away or behind). The log has them.
             logged = await sync_to_async(eventlog.read_from)(run.thread_id, FIRST_ENTRY)
