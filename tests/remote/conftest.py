@@ -74,8 +74,9 @@ class PeerServer:
             )
         peer_servers.wait_http(health, self.proc, 120, self.log)
 
-    def stop(self) -> None:
+    def stop(self, *, clean: bool = True) -> None:
         """A clean stop: `langgraph dev` saves its in-memory state for the next start.
+        Not `clean`: killed at once (nothing it keeps is needed again).
 
         Down means its port refuses connections: a server's workers (uvicorn's) may still
         answer on kept-alive connections for a while after the process that started them
@@ -83,10 +84,11 @@ class PeerServer:
         """
         if self.proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=30)
+        if clean:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=30)
         # Whatever of its group outlived it (or all of it, past the timeout) goes now.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -100,7 +102,7 @@ class PeerServer:
 
     def remove(self) -> None:
         """Stop it and drop what it kept outside its work directory (Aegra's database)."""
-        self.stop()
+        self.stop(clean=False)
         if self.kind == "aegra":
             import psycopg
 
