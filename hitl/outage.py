@@ -41,8 +41,14 @@ def unavailable_response(request: HttpRequest) -> HttpResponse:
         )
     else:
         response = HttpResponse(PAGE.format(seconds=RETRY_AFTER_SECONDS), status=503)
-    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    response["Cache-Control"] = "no-store"
+    return with_retry_after(response)
+
+
+def with_retry_after(response: HttpResponse) -> HttpResponse:
+    """A 503 says when to try again, and is not cached."""
+    if response.status_code == 503 and not response.has_header("Retry-After"):
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        response["Cache-Control"] = "no-store"
     return response
 
 
@@ -74,20 +80,13 @@ class OutageMiddleware:
     def __call__(self, request):
         if self.is_async:
             return self._acall(request)
-        return _with_retry_after(self.get_response(request))
+        return with_retry_after(self.get_response(request))
 
     async def _acall(self, request):
-        return _with_retry_after(await self.get_response(request))
+        return with_retry_after(await self.get_response(request))
 
     def process_exception(self, request, exception):
         return unavailable_response(request) if is_transient(exception) else None
-
-
-def _with_retry_after(response: HttpResponse) -> HttpResponse:
-    if response.status_code == 503 and not response.has_header("Retry-After"):
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-        response["Cache-Control"] = "no-store"
-    return response
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
