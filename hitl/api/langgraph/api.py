@@ -145,7 +145,7 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
         raise
     gone = body.on_disconnect == "cancel"
     return await stream_response(
-        request, sub, run, body.stream_mode, cancel_on_disconnect=gone, created=True
+        request, sub, run, body.stream_mode, cancel_on_disconnect=gone, whole_run=True
     )
 
 

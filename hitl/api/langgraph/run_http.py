@@ -163,7 +163,7 @@ async def stream_response(
     stream_mode,
     *,
     cancel_on_disconnect=False,
-    created=False,
+    whole_run=False,
 ) -> StreamingHttpResponse:
     last_event_id = request.headers.get("Last-Event-ID") or None
     on_disconnect = None
@@ -181,7 +181,7 @@ async def stream_response(
             timeout=wait_seconds(),
             last_event_id=last_event_id,
             on_disconnect=on_disconnect,
-            whole_run=created,
+            whole_run=whole_run,
         ),
         content_type="text/event-stream",
     )

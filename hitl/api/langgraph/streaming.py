@@ -359,10 +359,11 @@ async def run_events(
         if not sub.heard_end and (whole_run or resume_from is not None):
             # The run's end was read in the database, not heard: live messages may have
             # been lost on the way (the channel layer away or behind). The log has them.
-            logged = await sync_to_async(eventlog.read_from)(run.thread_id, FIRST_ENTRY)
-            floor = eventlog.order(resume_from[0]) if resume_from and not from_start else None
-            for entry, event in _of_run(logged, run_id, from_start=True):
-                if entry in sent or (floor is not None and eventlog.order(entry) <= floor):
+            # From the client's last part, or the run's start.
+            first = resume_from[0] if resume_from else FIRST_ENTRY
+            logged = await sync_to_async(eventlog.read_from)(run.thread_id, first)
+            for entry, event in _of_run(logged, run_id, from_start=first == FIRST_ENTRY):
+                if entry in sent:
                     continue
                 for n, part in enumerate(_parts(translate, event)):
                     yield _with_id(part, f"{entry}#{n}")
