@@ -55,8 +55,10 @@ class OrderedJSONField(models.JSONField):
         return super().get_db_prep_value(value, connection, prepared)
 
     def from_db_value(self, value, expression, connection):
-        if value is not None and not isinstance(value, str):
-            return value  # psycopg parses the json type itself
+        if connection.vendor == "postgresql":
+            # psycopg decodes the json type itself: a str here is a JSON string, the value.
+            # Decoding it again made the answer "12" the number 12 (and 5,000 digits a 500).
+            return value
         return super().from_db_value(value, expression, connection)
 
     def get_transform(self, name):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 import zoneinfo
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -139,7 +140,11 @@ class Notification(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.channel} -> {self.address} ({self.status})"
+        # A Slack address is a webhook URL (a secret): name only its host.
+        to = self.address
+        if self.channel == self.Channel.SLACK:
+            to = urlsplit(to).hostname or "slack"
+        return f"{self.kind} {self.channel} -> {to} ({self.status})"
 
 
 class InterruptReminder(models.Model):

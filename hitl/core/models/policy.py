@@ -1,4 +1,4 @@
-"""Four-eyes approvals and rule-based automatic decisions (loaded by models.py)."""
+"""Four-eyes approvals and rule-based automatic decisions (loaded by models/__init__.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who a user is at the company's identity provider (single sign-on, README).
+"""Who a user is at the company's identity provider (single sign-on, docs/sso.md).
 
 Imported by hitl/core/models/__init__.py so the model belongs to the `hitl` app.
 """

@@ -1,11 +1,10 @@
-"""Deciding outside the browser: Slack accounts, Slack messages, replay cache, e-mail links.
+"""Slack approvals' rows: who a Slack member acts as, the messages to update, the replay cache.
 
-Imported by hitl/core/models.py so the models belong to the `hitl` app.
+Imported by hitl/core/models/__init__.py so the models belong to the `hitl` app; the
+channel's code is in hitl/integrations/slack/.
 """
 
 from __future__ import annotations
-
-import uuid
 
 from django.conf import settings
 from django.db import models
@@ -68,26 +67,3 @@ class SlackRequestSeen(models.Model):
 
     def __str__(self) -> str:
         return self.signature[:16]
-
-
-class EmailActionLink(models.Model):
-    """One one-click decision an e-mail offers to one user: signed, short-lived, used once."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    interrupt = models.ForeignKey(
-        "hitl.HumanInterrupt", on_delete=models.CASCADE, related_name="email_links"
-    )
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    response_type = models.CharField(max_length=10)  # accept | ignore | response
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField()
-    used_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [
-            # the notification sweep: delete links long past their expiry
-            models.Index(fields=["expires_at"], name="email_link_expiry"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.response_type} link for {self.user} on {self.interrupt_id}"
