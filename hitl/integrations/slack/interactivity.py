@@ -3,8 +3,12 @@
 A request counts only when Slack's signature over `v0:{timestamp}:{body}` checks out with
 the app's signing secret (slack_sdk's SignatureVerifier, which also refuses timestamps
 more than five minutes off) and that signature was never accepted before (a replay).
+Headers and body are checked for shape first, and a signed payload is read strictly
+(bounded JSON, no NUL or lone surrogates, the fields we use of the types Slack sends):
+what cannot be read is a 400 and leaves nothing behind.
 The presser is mapped to a HITL user by an explicit SlackUserLink (admin), or, when
-HITL_SLACK_MATCH_EMAIL is on and the payload carries an e-mail, by that e-mail.
+HITL_SLACK_MATCH_EMAIL is on and the payload carries an e-mail, by that e-mail (SSO keeps
+only addresses the identity provider verified, hitl/core/access/sso.py).
 Decisions go through `interrupt_resolve` with the browser's grace period and claims
 respected, so permissions, four-eyes, undo and the audit trail are the browser's.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,9 +32,10 @@ from slack_sdk.signature import SignatureVerifier
 
 from hitl.core import decisions, errors
 from hitl.core.access.summary import action_label, args_summary
+from hitl.core.decisions.claims import ClaimHeld
 from hitl.core.models import HumanInterrupt, SlackRequestSeen, SlackUserLink
-from hitl.ops.slack import updates
-from hitl.ops.slack.blocks import escape
+from hitl.integrations.slack import transport, updates
+from hitl.integrations.slack.messages import escape
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +60,39 @@ class Outcome:
     body: dict[str, Any] | None = None
 
 
+# Slack's timestamp is Unix seconds in ASCII digits; str.isdigit() would also pass "²"
+# (which int() refuses) and a 400-digit number. Shapes are checked before slack_sdk's
+# verifier, which parses the timestamp and decodes the body before it compares anything.
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
+SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+# An id Slack sends (user, team, channel, trigger, ts) is short; a URL or address bounded.
+ID_MAX = 255
+URL_MAX = 2048
+
+
+def check_shape(body: bytes, timestamp: str, signature: str) -> None:
+    """Refuse what Slack never sends: missing headers (401), unreadable ones or body (400)."""
+    if not timestamp or not signature:
+        raise Refused("Missing Slack signature headers.")
+    if not TIMESTAMP.fullmatch(timestamp):
+        raise BadRequest("X-Slack-Request-Timestamp must be Unix seconds in ASCII digits.")
+    if not SIGNATURE.fullmatch(signature):
+        raise BadRequest("X-Slack-Signature must be v0= and 64 hexadecimal digits.")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("The body is not UTF-8.") from None
+
+
 def verify(body: bytes, timestamp: str, signature: str) -> None:
-    """Raise Refused unless Slack signed this body recently and we have not seen it."""
+    """Raise Refused unless Slack signed this body recently (headers already well-formed)."""
     secret = settings.HITL_SLACK_SIGNING_SECRET
-    if not secret or not timestamp.isdigit() or not signature.startswith("v0="):
-        raise Refused("Missing or malformed Slack signature headers.")
-    if not SignatureVerifier(secret).is_valid(body, timestamp, signature):
+    if not secret or not SignatureVerifier(secret).is_valid(body, timestamp, signature):
         raise Refused("Invalid or stale Slack signature.")
+
+
+def remember(signature: str) -> None:
+    """Raise Refused if this signature was accepted before (a replay); else remember it."""
     now = timezone.now()
     replay = Refused("This request was received already (a replay).")
     if SlackRequestSeen.objects.filter(signature=signature[:100]).exists():
@@ -74,23 +106,53 @@ def verify(body: bytes, timestamp: str, signature: str) -> None:
     SlackRequestSeen.objects.filter(seen_at__lt=now - REPLAY_WINDOW).delete()
 
 
+def forget(signature: str) -> None:
+    """Drop a remembered signature: its request turned out unreadable and did nothing."""
+    SlackRequestSeen.objects.filter(signature=signature[:100]).delete()
+
+
 def parse(body: bytes) -> dict[str, Any]:
+    """The payload object: bounded JSON without NUL or lone surrogates anywhere in it."""
     try:
-        form = parse_qs(body.decode(), strict_parsing=True, max_num_fields=10)
-        payload = json.loads(form["payload"][0])
+        form = parse_qs(body.decode(), strict_parsing=True, max_num_fields=10, errors="strict")
+        raw = form["payload"][0]
     except (UnicodeDecodeError, ValueError, KeyError, IndexError):
         raise BadRequest("Expected a form-encoded payload= with a JSON object.") from None
+    try:
+        # Checked whole, once: every value read later can reach the database as it is.
+        payload = errors.load_json(raw, "payload")
+    except errors.Invalid as exc:
+        raise BadRequest(exc.message) from None
     if not isinstance(payload, dict):
         raise BadRequest("Expected a form-encoded payload= with a JSON object.")
     return payload
 
 
+def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest(f"payload {where}{key} must be an object.")
+    return value
+
+
+def _text(parent: dict[str, Any], key: str, where: str, limit: int = ID_MAX) -> str:
+    value = parent.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > limit:
+        raise BadRequest(f"payload {where}{key} must be a string of at most {limit} characters.")
+    return value
+
+
 def hitl_user(payload: dict[str, Any]):
     """The HITL user behind the Slack user who pressed, or None."""
-    slack_user = payload.get("user") if isinstance(payload.get("user"), dict) else {}
-    slack_id = str(slack_user.get("id") or "")
-    team = payload.get("team") if isinstance(payload.get("team"), dict) else {}
-    team_id = str(team.get("id") or slack_user.get("team_id") or "")
+    slack_user = _object(payload, "user", "")
+    slack_id = _text(slack_user, "id", "user.")
+    team_id = _text(_object(payload, "team", ""), "id", "team.") or _text(
+        slack_user, "team_id", "user."
+    )
     if slack_id:
         link = (
             SlackUserLink.objects.filter(slack_user_id=slack_id, team_id__in=[team_id, ""])
@@ -100,23 +162,26 @@ def hitl_user(payload: dict[str, Any]):
         )
         if link is not None:
             return link.user if link.user.is_active else None
-    address = slack_user.get("email")
-    if settings.HITL_SLACK_MATCH_EMAIL and isinstance(address, str) and "@" in address:
+    address = _text(slack_user, "email", "user.", 254)
+    if settings.HITL_SLACK_MATCH_EMAIL and "@" in address:
         found = list(get_user_model().objects.filter(is_active=True, email__iexact=address)[:2])
         if len(found) == 1:  # an address two accounts share names nobody
             return found[0]
     return None
 
 
-def _ids(block_id: str, value: str) -> tuple[str, str, int | None]:
-    """(notification id, interrupt id, four-eyes round) from a button."""
-    parts = block_id.split(":")
-    if len(parts) != 3 or parts[0] != "hitl":
+UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+BLOCK_ID = re.compile(f"hitl:({UUID}):({UUID})")  # notification id, interrupt id
+BUTTON_VALUE = re.compile(f"({UUID}):([0-9]{{1,9}})")  # interrupt id, four-eyes round
+
+
+def _ids(block_id: str, value: str) -> tuple[str, str, int]:
+    """(notification id, interrupt id, four-eyes round) from one of our buttons."""
+    block = BLOCK_ID.fullmatch(block_id)
+    button = BUTTON_VALUE.fullmatch(value)
+    if block is None or button is None or button.group(1) != block.group(2):
         raise BadRequest("Not a HITL button.")
-    interrupt_id, _, round_ = value.partition(":")
-    if interrupt_id != parts[2]:
-        raise BadRequest("Not a HITL button.")
-    return parts[1], interrupt_id, int(round_) if round_.isdigit() and len(round_) < 9 else None
+    return block.group(1), block.group(2), int(button.group(2))
 
 
 def handle(payload: dict[str, Any]) -> Outcome:
@@ -133,25 +198,29 @@ def _block_actions(payload: dict[str, Any]) -> Outcome:
     if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
         raise BadRequest("No action in the payload.")
     action = actions[0]
-    action_id = str(action.get("action_id") or "")
+    action_id = _text(action, "action_id", "actions[0].")
     if action_id == "hitl_open":
         return Outcome()  # a link button: Slack opens the URL itself
+    if action_id not in (*DECISIONS, "hitl_undo", "hitl_respond"):
+        raise BadRequest("Unknown action.")
     notification_id, interrupt_id, seen_round = _ids(
-        str(action.get("block_id") or ""), str(action.get("value") or "")
+        _text(action, "block_id", "actions[0]."), _text(action, "value", "actions[0].")
     )
-    response_url = payload.get("response_url")
-    response_url = response_url if isinstance(response_url, str) else ""
-    container = payload.get("container") if isinstance(payload.get("container"), dict) else {}
+    response_url = _text(payload, "response_url", "", URL_MAX)
+    container = _object(payload, "container", "")
+    channel_id = _text(container, "channel_id", "container.")
+    message_ts = _text(container, "message_ts", "container.")
+    trigger_id = _text(payload, "trigger_id", "")
+    user = hitl_user(payload)  # reads (and refuses) the presser's fields before any write
     updates.slack_message_learn(
         notification_id=notification_id,
         interrupt_id=interrupt_id,
-        channel_id=str(container.get("channel_id") or ""),
-        ts=str(container.get("message_ts") or ""),
+        channel_id=channel_id,
+        ts=message_ts,
         response_url=response_url,
     )
-    user = hitl_user(payload)
     if user is None:
-        updates.tell(
+        transport.tell(
             response_url,
             "Your Slack account is not linked to a HITL user; ask an admin to link it "
             "(Admin → Slack account links), or open the item in HITL.",
@@ -171,27 +240,32 @@ def _block_actions(payload: dict[str, Any]) -> Outcome:
         elif action_id == "hitl_undo":
             decisions.interrupt_undo(interrupt_id=interrupt_id, user=user)
         elif action_id == "hitl_respond":
-            _open_modal(payload, notification_id, interrupt_id, container, response_url)
-        else:
-            raise BadRequest("Unknown action.")
+            # The form shows the item's args: only for someone who may answer it now.
+            row = decisions.interrupt_answer_check(
+                interrupt_id=interrupt_id, user=user, response_type="response", respect_claim=True
+            )
+            _open_modal(row, trigger_id, notification_id, response_url)
     except errors.ServiceError as exc:
-        updates.tell(response_url, exc.message)
+        transport.tell(response_url, _refusal_text(exc))
     return Outcome()
 
 
+def _refusal_text(exc: errors.ServiceError) -> str:
+    """What a refusal says in Slack: a claim in words a button-presser can act on."""
+    if isinstance(exc, ClaimHeld):
+        return (
+            f"Not decided: {exc.holder} is on it (until {exc.until:%H:%M} UTC). "
+            "Open the item in HITL to decide all the same."
+        )
+    return exc.message
+
+
 def _open_modal(
-    payload: dict[str, Any],
-    notification_id: str,
-    interrupt_id: str,
-    container: dict[str, Any],
-    response_url: str,
+    row: HumanInterrupt, trigger_id: str, notification_id: str, response_url: str
 ) -> None:
-    row = HumanInterrupt.objects.filter(pk=interrupt_id).first()
-    if row is None:
-        raise errors.NotFound("No such interrupt.")
     if not settings.HITL_SLACK_BOT_TOKEN:
         raise errors.Invalid("Responding in Slack needs the app's bot token; open it in HITL.")
-    metadata = {"n": notification_id, "i": interrupt_id, "r": response_url}
+    metadata = {"n": notification_id, "i": str(row.pk), "r": response_url}
     summary = "\n".join(
         f"*{escape(name)}*: {escape(value)}" for name, value in args_summary(row.args)[:4]
     )
@@ -219,29 +293,30 @@ def _open_modal(
         ],
     }
     try:
-        updates.web_client().views_open(trigger_id=str(payload.get("trigger_id") or ""), view=view)
+        transport.web_client().views_open(trigger_id=trigger_id, view=view)
     except (SlackApiError, OSError, ValueError) as exc:
         log.warning("slack views.open failed: %s", exc)
         raise errors.Invalid("Slack did not open the form; try again or open it in HITL.") from None
 
 
 def _view_submission(payload: dict[str, Any]) -> Outcome:
-    view = payload.get("view") if isinstance(payload.get("view"), dict) else {}
+    view = _object(payload, "view", "")
     if view.get("callback_id") != RESPOND_CALLBACK:
         return Outcome()
     try:
-        metadata = json.loads(view.get("private_metadata") or "{}")
+        metadata = errors.load_json(_text(view, "private_metadata", "view.", 3000) or "{}")
         text = view["state"]["values"]["answer"]["text"]["value"]
-    except (ValueError, KeyError, TypeError):
+    except (errors.Invalid, KeyError, TypeError):
         raise BadRequest("Unreadable form.") from None
     if not isinstance(metadata, dict) or not isinstance(text, str):
         raise BadRequest("Unreadable form.")
+    interrupt_id = _text(metadata, "i", "view.private_metadata.")
     user = hitl_user(payload)
     if user is None:
         return _form_error("Your Slack account is not linked to a HITL user.")
     try:
         decisions.interrupt_resolve(
-            interrupt_id=metadata.get("i"),
+            interrupt_id=interrupt_id,
             user=user,
             response_type="response",
             args=text,
@@ -250,7 +325,7 @@ def _view_submission(payload: dict[str, Any]) -> Outcome:
             via="slack",
         )
     except errors.ServiceError as exc:
-        return _form_error(exc.message)
+        return _form_error(_refusal_text(exc))
     return Outcome()  # an empty 200 closes the modal
 
 

@@ -7,14 +7,17 @@ modal. Edit stays a link to the card. A decided item shows who decided what, and
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import md2mrkdwn
 from django.conf import settings
 from django.utils import timezone
 
 from hitl.core.access.summary import action_label, item_summary, short
 from hitl.core.audit import VIA
 from hitl.core.decisions.claims import active_claim
+from hitl.core.decisions.quorum import approvals_progress, approve_refusal
 from hitl.core.models import AuditEvent, HumanInterrupt, Notification
 from hitl.ops import notify_messages
 
@@ -31,6 +34,25 @@ ACTION_IDS = {"accept": "hitl_accept", "ignore": "hitl_ignore", "response": "hit
 def escape(text: str) -> str:
     # Slack's mrkdwn control characters (its documented escaping).
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# After escape() every <…> of converted text is a link the converter made.
+SLACK_LINK = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
+LINK_SCHEMES = ("https://", "http://", "mailto:")
+
+
+def mrkdwn(markdown: str) -> str:
+    """Markdown (an agent's description) as Slack mrkdwn: **bold** as *bold*, links as
+    <url|text>; a link to anything but a web or mail address (<!channel>, <@U123>: a
+    mention) keeps only its text."""
+    return SLACK_LINK.sub(_kept_link, md2mrkdwn.convert(escape(markdown)))
+
+
+def _kept_link(match: re.Match) -> str:
+    target, label = match.group(1), match.group(2)
+    if target.lower().startswith(LINK_SCHEMES):
+        return match.group(0)
+    return label or target
 
 
 def interactive() -> bool:
@@ -59,11 +81,16 @@ def _via(row: HumanInterrupt) -> str:
 
 def _outcome(row: HumanInterrupt) -> str:
     if row.status == HumanInterrupt.Status.RESOLVED:
-        who = row.responded_by.get_username() if row.responded_by else "someone"
-        if row.decided_by_rule:
-            who = f"rule {row.decided_by_rule}"
+        who = f"*{escape(row.answered_by or 'someone')}*{_via(row)}"
+        if row.approvals_required > 1 and row.response_type in ("accept", "edit"):
+            # Four-eyes: every approver, as the card and the history name them; the last
+            # one's "via" would read as everyone's, so the audit trail keeps that.
+            approvers = approvals_progress(row)["approvers"]
+            if len(approvers) > 1:
+                named = [f"*{escape(name)}*" for name in approvers]
+                who = ", ".join(named[:-1]) + " and " + named[-1]
         when = timezone.localtime(row.responded_at).strftime("%H:%M %Z") if row.responded_at else ""
-        text = f"{DONE.get(row.response_type, row.response_type)} by *{escape(who)}*{_via(row)}"
+        text = f"{DONE.get(row.response_type, row.response_type)} by {who}"
         text += f" at {when}" if when else ""
         if row.response_type == "response" and isinstance(row.response_args, str):
             text += f": “{escape(short(row.response_args))}”"
@@ -75,16 +102,18 @@ def _outcome(row: HumanInterrupt) -> str:
     return f"✖ {row.get_status_display().capitalize()}"
 
 
-def _buttons(notification: Notification, row: HumanInterrupt, link: str) -> dict[str, Any]:
+def _buttons(
+    notification: Notification, row: HumanInterrupt, link: str, *, refused: str
+) -> dict[str, Any]:
     elements: list[dict[str, Any]] = []
     value = button_value(row)
-    if row.allow_accept:
+    if row.allow_accept and not refused:
         elements.append(_button("Approve", "hitl_accept", value, style="primary"))
     if row.allow_ignore:
         elements.append(_button("Ignore", "hitl_ignore", value, style="danger"))
     if row.allow_respond and settings.HITL_SLACK_BOT_TOKEN:
         elements.append(_button("Respond…", "hitl_respond", value))
-    label = "Edit in HITL" if row.allow_edit else "Open in HITL"
+    label = "Edit in HITL" if row.allow_edit and not refused else "Open in HITL"
     elements.append({**_button(label, "hitl_open", value), "url": link})
     return {"type": "actions", "block_id": block_id(notification, row), "elements": elements}
 
@@ -119,11 +148,9 @@ def item_blocks(notification: Notification, row: HumanInterrupt) -> list[dict[st
     blocks: list[dict[str, Any]] = [section]
     notes = []
     if row.description:
-        notes.append(escape(row.description.strip()[:500]))
+        notes.append(mrkdwn(row.description.strip()[:500]))
     pending = row.status == HumanInterrupt.Status.PENDING
     if pending and row.approvals_required > 1:
-        from hitl.core.decisions.quorum import approvals_progress
-
         progress = approvals_progress(row)
         who = ", ".join(progress["approvers"]) or "none yet"
         notes.append(
@@ -136,6 +163,13 @@ def item_blocks(notification: Notification, row: HumanInterrupt) -> list[dict[st
                 f"🙋 {escape(claim.user.get_username())} is on it until "
                 f"{timezone.localtime(claim.expires_at):%H:%M %Z}"
             )
+    # A message to one person: Approve is left out where their approval would be refused
+    # (four-eyes), as the browser's card disables it.
+    refused = ""
+    if pending and notification.user_id is not None and row.allow_accept:
+        refused = approve_refusal(row, notification.user)
+        if refused:
+            notes.append(f"No Approve for you: {escape(refused)}")
     if not pending:
         notes.append(_outcome(row))
     if notes:
@@ -146,7 +180,7 @@ def item_blocks(notification: Notification, row: HumanInterrupt) -> list[dict[st
             }
         )
     if pending and interactive():
-        blocks.append(_buttons(notification, row, link))
+        blocks.append(_buttons(notification, row, link, refused=refused))
     elif (
         row.status == HumanInterrupt.Status.RESOLVED
         and row.undo_until
@@ -187,3 +221,11 @@ def message_payload(
             }
         )
     return {"text": subject, "blocks": blocks}
+
+
+def render(
+    notification: Notification, rows: list[HumanInterrupt], tokens: list[str] | None = None
+) -> tuple[str, str, dict[str, Any]]:
+    """(subject, plain text, Block Kit payload) for the rows it lists (no one-click tokens)."""
+    subject, text, _ = notify_messages.render(notification, rows)
+    return subject, text, message_payload(notification, rows, subject)

@@ -7,7 +7,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from hitl.ops.slack import interactivity
+from hitl.integrations.slack import interactivity
 
 
 @csrf_exempt  # Slack cannot send a CSRF token; its signature authenticates the request
@@ -21,13 +21,19 @@ def slack_interactivity(request):
             {"error": "Expected a form-encoded payload= with a JSON object."}, status=400
         )
     body = request.body
+    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+    signature = request.headers.get("X-Slack-Signature", "")
     try:
-        interactivity.verify(
-            body,
-            request.headers.get("X-Slack-Request-Timestamp", ""),
-            request.headers.get("X-Slack-Signature", ""),
-        )
-        outcome = interactivity.handle(interactivity.parse(body))
+        interactivity.check_shape(body, timestamp, signature)
+        interactivity.verify(body, timestamp, signature)
+        # Read before remembering: an unreadable request leaves nothing behind.
+        payload = interactivity.parse(body)
+        interactivity.remember(signature)
+        try:
+            outcome = interactivity.handle(payload)
+        except interactivity.BadRequest:
+            interactivity.forget(signature)  # nothing was done: nothing to replay
+            raise
     except interactivity.Refused as exc:
         return JsonResponse({"error": str(exc)}, status=401)
     except interactivity.BadRequest as exc:

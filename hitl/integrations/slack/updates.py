@@ -9,9 +9,7 @@ channel and ts are known, else through the response_url of the last button press
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -19,50 +17,21 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
-from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from hitl.core.later import later
 from hitl.core.models import HumanInterrupt, Notification, SlackMessage
-from hitl.core.runs.webhook_urls import WebhookNotAllowed
-from hitl.ops.slack import blocks
-from hitl.ops.webhooks import _post
+from hitl.integrations.slack import messages
+from hitl.integrations.slack.transport import post_response_url, web_client
 
 log = logging.getLogger(__name__)
 
 RESPONSE_URL_LIFETIME = timedelta(minutes=30)
 
 
-def web_client() -> WebClient:
-    """Slack's Web API with the bot token, at HITL_SLACK_API_URL (tests: a local receiver)."""
-    return WebClient(
-        token=settings.HITL_SLACK_BOT_TOKEN,
-        base_url=settings.HITL_SLACK_API_URL,
-        timeout=int(settings.HITL_WEBHOOK_TIMEOUT),
-    )
-
-
-def post_response_url(url: str, body: dict[str, Any]) -> bool:
-    """POST to an interaction's response_url (through the webhook guard); True when taken."""
-    data = json.dumps(body, separators=(",", ":")).encode()
-    try:
-        status = _post(url, data, {"Content-Type": "application/json"})
-    except (WebhookNotAllowed, OSError, ValueError) as exc:
-        log.warning("slack response_url refused or unreachable: %s", exc)
-        return False
-    return 200 <= status < 300
-
-
-def tell(url: str, text: str) -> None:
-    """Say something only the presser sees (a refusal) without touching the message."""
-    if url:
-        post_response_url(
-            url, {"response_type": "ephemeral", "replace_original": False, "text": text}
-        )
-
-
 def slack_message_track(notification: Notification, rows: list[HumanInterrupt]) -> None:
     """Remember which items a Slack message lists (when buttons are on), to update it later."""
-    if not blocks.interactive():
+    if not messages.interactive():
         return
     message, _ = SlackMessage.objects.get_or_create(notification=notification)
     message.interrupts.set(rows)
@@ -95,7 +64,7 @@ def message_body(message: SlackMessage) -> dict[str, Any]:
         ),
         key=lambda row: order.get(str(row.pk), 0),
     )
-    return blocks.message_payload(notification, rows, notification.subject)
+    return messages.message_payload(notification, rows, notification.subject)
 
 
 def slack_message_refresh(*, message_id: Any) -> str:
@@ -123,7 +92,7 @@ def slack_message_refresh(*, message_id: Any) -> str:
 
 def on_interrupt_changed(message: dict[str, Any]) -> None:
     """Core's interrupt.changed handler (after commit): refresh the Slack messages listing it."""
-    if not blocks.interactive():
+    if not messages.interactive():
         return
     ids = list(
         SlackMessage.objects.filter(interrupts=message["interrupt_id"])
@@ -134,29 +103,19 @@ def on_interrupt_changed(message: dict[str, Any]) -> None:
         _refresh_later(pk)
 
 
+REFRESH_TASK = "hitl.slack.refresh"
+
+
 def _refresh_later(message_id: Any) -> None:
-    if settings.HITL_EXECUTOR == "celery":
-        try:
-            slack_message_refresh_task.apply_async(args=[message_id], retry=False)
-        except Exception:  # the message stays stale; the decision is recorded all the same
-            log.exception("could not enqueue the refresh of slack message %s", message_id)
-        return
-    if settings.HITL_EXECUTOR == "manual":
-        slack_message_refresh(message_id=message_id)  # tests: at once, in this process
-        return
-    thread = threading.Thread(target=_refresh_in_thread, args=[message_id], daemon=True)
-    thread.start()
+    # A failed send leaves the message stale; the decision is recorded all the same.
+    later(REFRESH_TASK, message_id, local=_refresh_here)
 
 
-def _refresh_in_thread(message_id: Any) -> None:
-    close_old_connections()
-    try:
-        slack_message_refresh(message_id=message_id)
-    finally:
-        close_old_connections()
+def _refresh_here(message_id: Any) -> None:
+    slack_message_refresh(message_id=message_id)
 
 
-@shared_task(name="hitl.slack.refresh", ignore_result=True, time_limit=60, soft_time_limit=45)
+@shared_task(name=REFRESH_TASK, ignore_result=True, time_limit=60, soft_time_limit=45)
 def slack_message_refresh_task(message_id: int) -> str:
     """Re-render one Slack message (ids only, JSON)."""
     close_old_connections()
