@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import connection
 
+from agents.checkpoint import sync_pools
 from hitl.core.errors import Unavailable, is_transient
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,24 @@ def connections_suspect() -> bool:
     return time.monotonic() < _suspect_until
 
 
+def discard_dead_connections() -> None:
+    """After a fault, test every idle connection of this process's pools at once and
+    replace the dead ones.
+
+    Left to the pool's own check at checkout, each dead connection is found by the next
+    request that takes it, and psycopg_pool then waits before handing out another
+    (1 s, 2 s, 4 s...): a repeat could start seconds after the fault, past its deadline,
+    and a second drop then ended it in a 503 though the database was back.
+    """
+    pool = getattr(connection, "pool", None)
+    pools = [pool] if pool is not None else []
+    for other in [*pools, *sync_pools()]:
+        try:
+            other.check()
+        except Exception as exc:  # a closed pool, or one still opening: the checkout checks
+            log.debug("checking pooled connections failed: %s", exc)
+
+
 def _frames(tb: TracebackType | None):
     while tb is not None:
         yield tb.tb_frame
@@ -58,6 +77,8 @@ def met_while_committing(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        if getattr(current, "may_have_committed", False):  # a statement in autocommit
+            return True
         for frame in _frames(current.__traceback__):
             if (
                 frame.f_code.co_name == "_commit"
@@ -94,6 +115,7 @@ def retry_transient(func: F) -> F:
                     raise Unavailable("The database is unreachable; try again shortly.") from exc
                 # Drop the broken connection; the pool hands out a checked one next.
                 connection.close()
+                discard_dead_connections()
                 if met_while_committing(exc):
                     log.warning("%s met a transient fault at its commit (%s)", func.__name__, exc)
                     raise Unavailable("The database is unreachable; try again shortly.") from exc

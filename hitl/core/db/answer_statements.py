@@ -1,0 +1,138 @@
+"""An answer's statements: the locked read of a resume's rows (SQL built once, on every
+database), and an answer saved with its audit event (and the resume run it completes)
+in one statement on PostgreSQL, the ORM's saves elsewhere.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.db.models import Model
+
+from hitl.core.db import prepared, run_statements
+from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
+
+
+@cache
+def _answerable_sql(vendor: str) -> str:
+    user = get_user_model()
+    rows, runs = HumanInterrupt._meta.db_table, Run._meta.db_table
+    return f"""
+        SELECT {prepared.select(HumanInterrupt, "hi")}, {prepared.select(Run, "r")},
+               {prepared.select(Group, "g")}, {prepared.select(user, "u")}
+        FROM "{rows}" hi
+        JOIN "{runs}" r ON r.id = hi.run_id
+        LEFT JOIN "{Group._meta.db_table}" g ON g.id = hi.reviewer_group_id
+        LEFT JOIN "{user._meta.db_table}" u ON u.id = hi.responded_by_id
+        WHERE hi.thread_id = %(thread_id)s
+          AND hi.run_id IN (
+              SELECT run_id FROM "{rows}" WHERE thread_id = %(thread_id)s AND status = %(pending)s
+          )
+        ORDER BY hi.created_at, hi.interrupt_id, hi.position
+        {"FOR UPDATE OF hi" if connection.features.has_select_for_update_of else ""}
+    """
+
+
+def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
+    """Every row of the thread's paused runs, locked, with its run, reviewer group and
+    answerer: what `services.interrupt_rows_for_update` reads for answering, without
+    building the ORM query on each call (on every database)."""
+    user = get_user_model()
+    models = (HumanInterrupt, Run, Group, user)
+    fields = [prepared.concrete_fields(model) for model in models]
+    bounds = []
+    start = 0
+    for model_fields in fields:
+        bounds.append((start, start + len(model_fields)))
+        start += len(model_fields)
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            _answerable_sql(connection.vendor),
+            {
+                "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
+                "pending": HumanInterrupt.Status.PENDING,
+            },
+        )
+        found = cursor.fetchall()
+    rows = []
+    for values in found:
+        row, run, group, answerer = (
+            prepared.instance(model, model_fields, values[a:b]) if values[a] is not None else None
+            for model, model_fields, (a, b) in zip(models, fields, bounds, strict=True)
+        )
+        row.run, row.reviewer_group, row.responded_by = run, group, answerer
+        rows.append(row)
+    return rows
+
+
+def _save_with_audit_part(
+    obj: Model, fields: list[str], event: AuditEvent
+) -> tuple[str, dict[str, Any]]:
+    """The CTEs `u` (the row's update) and `a` (the event's insert, when `u` updated a
+    row) of save_with_audit, with their parameters."""
+    opts = type(obj)._meta
+    params: dict[str, Any] = {"pk": obj.pk}
+    sets = []
+    for i, name in enumerate(fields):
+        field = opts.get_field(name)
+        params[f"u{i}"] = field.get_db_prep_save(field.pre_save(obj, False), connection)
+        sets.append(f'"{field.column}" = %(u{i})s::{field.db_type(connection)}')
+    audit_fields = [f for f in AuditEvent._meta.concrete_fields if f is not AuditEvent._meta.pk]
+    for i, field in enumerate(audit_fields):
+        params[f"a{i}"] = field.get_db_prep_save(field.pre_save(event, True), connection)
+    columns = ", ".join(f'"{f.column}"' for f in audit_fields)
+    values = ", ".join(f"%(a{i})s::{f.db_type(connection)}" for i, f in enumerate(audit_fields))
+    sql = f"""u AS (
+            UPDATE "{opts.db_table}" SET {", ".join(sets)} WHERE "{opts.pk.column}" = %(pk)s
+            RETURNING 1
+        ), a AS (
+            INSERT INTO "{AuditEvent._meta.db_table}" ({columns}) SELECT {values} FROM u
+            RETURNING 1
+        )"""
+    return sql, params
+
+
+def save_with_audit(obj: Model, fields: list[str], event: AuditEvent) -> bool:
+    """Save `fields` of `obj` (locked by the caller) and append `event`: what
+    `obj.save(update_fields=fields)` then `event.save()` do, in one statement on
+    PostgreSQL. Returns whether the row was there to update; the event is appended only
+    then."""
+    if not prepared.available():
+        obj.save(update_fields=fields)  # the caller's lock keeps the row there
+        event.save()
+        return True
+    part, params = _save_with_audit_part(obj, fields, event)
+    with prepared.cursor() as cursor:
+        cursor.execute(f"WITH {part} SELECT count(*) FROM a", params)
+        return cursor.fetchone()[0] == 1
+
+
+def save_with_audit_and_run(
+    *,
+    obj: Model,
+    fields: list[str],
+    event: AuditEvent,
+    run: Run,
+    thread: Thread,
+    thread_fields: list[str],
+) -> bool:
+    """`save_with_audit(obj, fields, event)` then `run_statements.run_insert_with_thread(run=run,
+    thread=thread, fields=thread_fields)` (both locked by the caller): an answer and the
+    resume run it completes, in one statement on PostgreSQL. Returns whether the run
+    was inserted."""
+    if not prepared.available():
+        save_with_audit(obj, fields, event)
+        return run_statements.run_insert_with_thread(run=run, thread=thread, fields=thread_fields)
+    saved, params = _save_with_audit_part(obj, fields, event)
+    inserted, run_params = run_statements.run_insert_part(run, thread, thread_fields, False)
+    params.update(run_params)
+    with prepared.cursor() as cursor:
+        cursor.execute(f"WITH {saved}, {inserted} SELECT count(*) FROM r", params)
+        done = cursor.fetchone()[0] == 1
+    if done:
+        run_statements.run_inserted(run, thread)
+    return done
