@@ -103,13 +103,18 @@ def run_started(thread_id: Any, run_id: Any) -> dict[str, Any]:
 
 
 def run_finished(
-    thread_id: Any, run_id: Any, *, interrupts: list[tuple[str, Any, Any]], result: Any
+    thread_id: Any,
+    run_id: Any,
+    *,
+    interrupts: list[tuple[str, Any, Any]],
+    result: Any,
+    rows: list[HumanInterrupt] | None = None,
 ) -> dict[str, Any]:
     """RUN_FINISHED; a paused run carries an interrupt outcome with one entry per request.
 
-    Entry ids are HumanInterrupt ids (what an AG-UI `resume` entry answers), read
-    from the rows run_finish created; without rows (a run the app did not record)
-    they fall back to the LangGraph interrupt ids.
+    Entry ids are HumanInterrupt ids (what an AG-UI `resume` entry answers): `rows`, the
+    run's rows in order as run_finish made them, or else read from the database; without
+    rows (a run the app did not record) they fall back to the LangGraph interrupt ids.
     """
     if not interrupts:
         return _dump(
@@ -120,9 +125,10 @@ def run_finished(
                 outcome=RunFinishedSuccessOutcome(),
             )
         )
-    rows = list(
-        HumanInterrupt.objects.filter(run_id=run_id).select_related("reviewer_group").in_order()
-    )
+    if rows is None:
+        rows = list(
+            HumanInterrupt.objects.filter(run_id=run_id).select_related("reviewer_group").in_order()
+        )
     items = [interrupt_item(row) for row in rows] or [
         Interrupt(
             id=str(interrupt_id),

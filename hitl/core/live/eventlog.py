@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from typing import Any
 
 from hitl.core.live import redis
@@ -119,16 +120,21 @@ local members = -1
 if #KEYS > 1 then members = redis.call('ZCOUNT', KEYS[2], KEYS[3], '+inf') end
 return {members, ids}
 """
-_scripts: dict[int, Any] = {}
+_scripts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def _append_script() -> Any:
-    client = redis.client()
-    script = _scripts.get(id(client))
+def _append_script(client: Any) -> Any:
+    script = _scripts.get(client)
     if script is None:
-        _scripts.clear()
-        script = _scripts[id(client)] = client.register_script(_APPEND)
+        script = _scripts[client] = client.register_script(_APPEND)
     return script
+
+
+def _append_call(
+    thread_id: Any, batch: list[dict[str, Any]], group: tuple[str, int] | None
+) -> tuple[list[str], list[Any]]:
+    keys = [_key(thread_id)] + ([group[0], str(group[1])] if group else [])
+    return keys, [TTL_SECONDS, MAX_ENTRIES, *(json.dumps(event) for event in batch)]
 
 
 def append_all(
@@ -145,12 +151,24 @@ def append_all(
     """
     if not enabled():
         return [_memory.append(thread_id, event) for event in batch], True
-    keys = [_key(thread_id)] + ([group[0], str(group[1])] if group else [])
+    keys, args = _append_call(thread_id, batch, group)
     try:
-        members, entries = _append_script()(
-            keys=keys,
-            args=[TTL_SECONDS, MAX_ENTRIES, *(json.dumps(event) for event in batch)],
-        )
+        members, entries = _append_script(redis.client())(keys=keys, args=args)
+    except Exception as exc:  # a live stream still works; only resuming would not
+        log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
+        return [None] * len(batch), True
+    return [_text(entry) for entry in entries], members != 0
+
+
+async def aappend_all(
+    thread_id: Any, batch: list[dict[str, Any]], group: tuple[str, int] | None = None
+) -> tuple[list[str | None], bool]:
+    """append_all from an event loop, on that loop's async client (no thread hop)."""
+    if not enabled():
+        return [_memory.append(thread_id, event) for event in batch], True
+    keys, args = _append_call(thread_id, batch, group)
+    try:
+        members, entries = await _append_script(redis.aclient())(keys=keys, args=args)
     except Exception as exc:  # a live stream still works; only resuming would not
         log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
         return [None] * len(batch), True
@@ -183,6 +201,19 @@ def read_back(thread_id: Any, entry_id: str, count: int) -> list[tuple[str, dict
         return [(e, json.loads(x)) for e, x in rows[:count]]
     rows = redis.client().xrevrange(_key(thread_id), max=entry_id, min="-", count=count)
     return [(_text(entry), _event(fields)) for entry, fields in rows]
+
+
+def last_entry(thread_id: Any) -> str | None:
+    """The id of the thread's newest logged event; None for an empty log (or Redis down)."""
+    if not enabled():
+        rows = _memory.rows(thread_id)
+        return rows[-1][0] if rows else None
+    try:
+        rows = redis.client().xrevrange(_key(thread_id), max="+", min="-", count=1)
+    except Exception as exc:  # the stream then counts from the log's start
+        log.warning("could not read the event log of thread %s: %s", thread_id, exc)
+        return None
+    return _text(rows[0][0]) if rows else None
 
 
 def _text(entry: Any) -> str:

@@ -1,52 +1,39 @@
-"""Typed live events and the one helper that publishes them to the channel layer.
+"""Typed live events, published once the change they announce commits
+(send_event_on_commit), and the in-process domain events rooms above core subscribe to.
 
 Thread groups carry the AG-UI event vocabulary (RUN_STARTED, RUN_FINISHED, ...);
 inbox groups carry interrupt changes. Consumers forward them after a permission check.
+The groups and who listens to them are hitl.core.live.listeners'; delivery is
+hitl.core.live.publisher's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import collections
+import functools
 import json
 import logging
-import os
-import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.conf import settings
+from channels.layers import get_channel_layer
+from django.db import transaction
 
 from hitl.compat import channels_redis
 from hitl.core.errors import is_transient
 from hitl.core.live import eventlog
+from hitl.core.live.listeners import (
+    INBOX_ALL,
+    inbox_group,
+    layer_on_log_redis,
+    own_inbox_group,
+    thread_group,
+    thread_status_group,
+    user_group,
+)
+from hitl.core.live.publisher import publish
 
 log = logging.getLogger(__name__)
-
-
-def thread_group(thread_id: Any) -> str:
-    return f"thread.{thread_id}"
-
-
-def thread_status_group(thread_id: Any) -> str:
-    """Only `thread.changed` messages: for waiters that need no streamed events."""
-    return f"thread-status.{thread_id}"
-
-
-def inbox_group(group_id: int | None) -> str:
-    return f"inbox.{group_id if group_id is not None else 'none'}"
-
-
-INBOX_ALL = "inbox.all"
-
-
-def user_group(user_id: int) -> str:
-    """A user's own inbox socket(s): changes of the threads they requested."""
-    return f"user.{user_id}"
 
 
 class ThreadEvent(TypedDict):
@@ -74,6 +61,15 @@ class InterruptChanged(TypedDict):
     # Added by INTERRUPT_PENDING handlers: the inbox row and a plain-text notification.
     html: NotRequired[str]
     notify: NotRequired[dict[str, str]]
+
+
+class InterruptSnoozed(TypedDict):
+    """A reviewer set a pending item aside ("not now") or took it back, perhaps in
+    another tab: only their own pages list it differently."""
+
+    type: Literal["interrupt.snoozed"]
+    interrupt_id: str
+    snoozed: bool
 
 
 class InterruptProgress(TypedDict):
@@ -110,272 +106,62 @@ class ThreadChanged(TypedDict):
     run_end: NotRequired[RunEnd]
 
 
-class _Outbox:
-    """Messages waiting on one event loop; touched only from that loop's thread."""
-
-    def __init__(self) -> None:
-        self.items: collections.deque[
-            tuple[tuple[str, ...], dict[str, Any], threading.Event | None]
-        ] = collections.deque()
-        self.draining = False
-
-
-class _Publisher:
-    """Sends to the channel layer from sync code on one long-lived event loop.
-
-    One loop per process keeps channel-layer connections pooled instead of opening
-    one per message (async_to_sync would start a fresh loop each call). In the
-    embedded server the loop is the ASGI server's own, so the in-memory layer works.
-    A drain task runs only while messages wait, so no task is left pending when a
-    loop closes.
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pid: int | None = None
-        self._lock = threading.Lock()
-        self._outbox = _Outbox()
-        self._own_loop: asyncio.AbstractEventLoop | None = None
-        self._atexit = False
-
-    @property
-    def server_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The ASGI server's loop this publisher was bound to (lives as long as the process)."""
-        loop = self._loop
-        return loop if loop is not None and loop is not self._own_loop else None
-
-    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._lock:
-            if self._loop is not loop:
-                self._loop, self._pid, self._outbox = loop, os.getpid(), _Outbox()
-
-    def _ensure_loop(self) -> tuple[asyncio.AbstractEventLoop, _Outbox]:
-        with self._lock:
-            if self._loop is not None and self._pid == os.getpid() and not self._loop.is_closed():
-                return self._loop, self._outbox
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=run, name="hitl-events", daemon=True).start()
-            ready.wait()
-            if not self._atexit:
-                atexit.register(self.close)
-                self._atexit = True
-            self._loop, self._pid, self._outbox = loop, os.getpid(), _Outbox()
-            self._own_loop = loop
-            return loop, self._outbox
-
-    @staticmethod
-    def _put(
-        outbox: _Outbox, item: tuple[tuple[str, ...], dict[str, Any], threading.Event | None]
-    ) -> None:
-        # One drain task at a time, first in first out: messages keep publish order.
-        outbox.items.append(item)
-        if not outbox.draining:
-            outbox.draining = True
-            asyncio.get_running_loop().create_task(_Publisher._drain(outbox))
-
-    @staticmethod
-    async def _drain(outbox: _Outbox) -> None:
-        layer = get_channel_layer()
-        try:
-            while outbox.items:
-                groups, message, done = outbox.items.popleft()
-                try:
-                    if layer is not None:
-                        await _group_send_all(layer, groups, message)
-                except Exception as exc:  # a live update must never break a run
-                    if is_transient(exc):
-                        log.warning("could not publish to %s: %s", ", ".join(groups), exc)
-                    else:
-                        log.exception("could not publish to %s", ", ".join(groups))
-                finally:
-                    if done is not None:
-                        done.set()
-        finally:
-            outbox.draining = False
-
-    def send(self, group: str | list[str], message: dict[str, Any], *, wait: bool = False) -> None:
-        groups = (group,) if isinstance(group, str) else tuple(dict.fromkeys(group))
-        loop, outbox = self._ensure_loop()
-        done = threading.Event() if wait else None
-        loop.call_soon_threadsafe(self._put, outbox, (groups, message, done))
-        if done is not None:
-            done.wait(timeout=5)
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Deliver what is queued, then stop the loop this publisher started (at exit)."""
-        with self._lock:
-            loop, outbox = self._loop, self._outbox
-            # Only the loop this publisher started; a server's loop (bind_loop) is its own.
-            own = loop is not None and loop is self._own_loop and self._pid == os.getpid()
-            self._loop = None
-        if not own or loop is None or loop.is_closed() or not loop.is_running():
-            return
-
-        async def stop_when_drained() -> None:
-            while outbox.draining:
-                await asyncio.sleep(0.01)
-            loop.stop()
-
-        asyncio.run_coroutine_threadsafe(stop_when_drained(), loop)
-        deadline = time.monotonic() + timeout
-        while loop.is_running() and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    def ask(self, coro_fn: Callable[[], Any], *, default: Any, timeout: float = 1.0) -> Any:
-        """Run `coro_fn()` on the publisher's loop and return its result (or `default`)."""
-        loop, _ = self._ensure_loop()
-        future = asyncio.run_coroutine_threadsafe(coro_fn(), loop)
-        try:
-            return future.result(timeout=timeout)
-        except Exception as exc:
-            future.cancel()
-            if not is_transient(exc) and not isinstance(exc, TimeoutError):
-                log.exception("channel layer query failed")
-            return default
-
-    def flush(self) -> None:
-        """Block until everything published so far has been handed to the layer."""
-        self.send("hitl.flush", {"type": "noop"}, wait=True)
-
-
-publisher = _Publisher()
-
-
-def publish(groups: list[str], message: dict[str, Any]) -> None:
-    publisher.send(groups, message)
-
-
-async def _group_send_all(layer: Any, groups: tuple[str, ...], message: dict[str, Any]) -> None:
-    """group_send to each group, skipping those nobody is in.
-
-    Most groups have no member most of the time (no inbox, no page open). channels_redis
-    spends two round trips per group_send even then; one pipelined membership read for
-    all the groups finds the few that need the send.
-    """
-    connection = (
-        channels_redis.single_connection(layer)
-        if channels_redis.is_redis_layer(layer) and len(groups) > 1
-        else None
-    )
-    if connection is not None:
-        since = channels_redis.live_since(layer)
-        pipe = connection.pipeline(transaction=False)
-        for group in groups:
-            pipe.zcount(channels_redis.group_key(layer, group), since, "+inf")
-        counts = await pipe.execute()
-        groups = tuple(group for group, count in zip(groups, counts, strict=True) if count)
-    for group in groups:
-        await layer.group_send(group, message)
-
-
-async def _group_has_members(group: str) -> bool:
-    layer = get_channel_layer()
-    if layer is None:
-        return False
-    if isinstance(layer, InMemoryChannelLayer):  # the embedded server: one process
-        return bool(layer.groups.get(group))
-    if not channels_redis.is_redis_layer(layer):
-        return True  # a layer whose membership we cannot read (pubsub): assume someone
-    connection = channels_redis.group_connection(layer, group)
-    since = channels_redis.live_since(layer)
-    return await connection.zcount(channels_redis.group_key(layer, group), since, "+inf") > 0
-
-
-def groups_listened(groups: list[str]) -> bool:
-    """Whether any of `groups` has a member (a socket or stream); when unsure: yes."""
-
-    async def any_member() -> bool:
-        for group in groups:
-            if await _group_has_members(group):
-                return True
-        return False
-
-    return publisher.ask(any_member, default=True)
-
-
-# A page about to open a thread (the start form redirects to it) counts as listening for
-# this long: the run's events are built from its start, not only from the step after the
-# page's socket joins. Without Redis (one process) the mark is kept here.
-EXPECTED_LISTENER_SECONDS = 15.0
-_expected: dict[str, float] = {}
-
-
-def expect_listener(thread_id: Any) -> None:
-    """Count the thread's stream as listened for a while: a page is about to open it."""
-    if not eventlog.expect_listener(thread_id, EXPECTED_LISTENER_SECONDS):
-        now = time.monotonic()
-        for key in [k for k, until in _expected.items() if until < now]:
-            _expected.pop(key, None)
-        _expected[str(thread_id)] = now + EXPECTED_LISTENER_SECONDS
-
-
-def thread_forget(thread_id: Any, run_ids: list[Any]) -> None:
-    """Forget a deleted thread's stream: its replayable event log and marks in Redis,
-    its runs' stream modes, and this process's mark. Call after the delete commits.
-
-    Channel-layer group memberships are left to expire: they hold no events, and
-    sockets re-check who may view the thread (at least every second)."""
-    _expected.pop(str(thread_id), None)
-    eventlog.forget(thread_id, run_ids)
-
-
-def _layer_on_log_redis(layer: Any) -> bool:
-    """Whether the channel layer keeps its groups on the event log's Redis: then one
-    round trip can ask about both."""
-    return (
-        eventlog.enabled()
-        and channels_redis.is_redis_layer(layer)
-        and channels_redis.layer_address(layer) == settings.REDIS_URL
-    )
-
-
-def thread_stream_listened(thread_id: Any) -> bool:
-    """Whether anyone listens to the thread's full event stream (a thread page, an SSE
-    or AG-UI stream); waiters for a status alone listen elsewhere. When unsure: yes."""
-    group = thread_group(thread_id)
-    layer = get_channel_layer()
-    if _layer_on_log_redis(layer):
-        # The layer's Redis is the event log's: ask both in one round trip from this
-        # thread, rather than through the publisher's loop and again for the log.
-        since = channels_redis.live_since(layer)
-        key = channels_redis.group_key(layer, group)
-        return eventlog.stream_listened(key, since, thread_id)
-    if _expected.get(str(thread_id), 0.0) > time.monotonic():
-        return True
-    # A resumable stream's client may be reconnecting (a web restart): keep its events.
-    return groups_listened([group]) or eventlog.is_resumable(thread_id)
-
-
 def publish_thread_event(thread_id: Any, event: dict[str, Any]) -> None:
     publish_thread_events(thread_id, [event])
 
 
-def publish_thread_events(thread_id: Any, batch: list[dict[str, Any]]) -> None:
-    """Log a batch of the thread's stream events and send them to its group.
+def publish_thread_events(thread_id: Any, batch: list[dict[str, Any]]) -> bool:
+    """Log a batch of the thread's stream events and send them to its group; whether
+    the group had a member (True when not counted).
 
     With the layer on the event log's Redis, one round trip logs them and counts the
     group's members; when it has none they are not sent (a stream that subscribes
     later reads them from the log)."""
-    group = thread_group(thread_id)
+    seqs, heard = eventlog.append_all(thread_id, batch, _thread_members(thread_id))
+    return _send_logged(thread_id, batch, seqs, heard)
+
+
+async def apublish_thread_events(thread_id: Any, batch: list[dict[str, Any]]) -> bool:
+    """publish_thread_events from an event loop (the run engine's), without a thread hop."""
+    seqs, heard = await eventlog.aappend_all(thread_id, batch, _thread_members(thread_id))
+    return _send_logged(thread_id, batch, seqs, heard)
+
+
+# The last member count of each thread's group this process had from the log: a run's
+# batches start from what its RUN_STARTED found (see hitl.core.live.batches).
+_heard: dict[str, bool] = {}
+_HEARD_KEPT = 4096
+
+
+def last_heard(thread_id: Any) -> bool:
+    """Whether the thread's group had a member when this process last logged for it."""
+    return _heard.get(str(thread_id), False)
+
+
+def _thread_members(thread_id: Any) -> tuple[str, int] | None:
+    """The group's members key and liveness cutoff, when the log can count them."""
     layer = get_channel_layer()
-    members = None
-    if _layer_on_log_redis(layer):
-        members = (channels_redis.group_key(layer, group), channels_redis.live_since(layer))
-    seqs, heard = eventlog.append_all(thread_id, batch, members)
+    if not layer_on_log_redis(layer):
+        return None
+    group = channels_redis.group_key(layer, thread_group(thread_id))
+    return group, channels_redis.live_since(layer)
+
+
+def _send_logged(
+    thread_id: Any, batch: list[dict[str, Any]], seqs: list[str | None], heard: bool
+) -> bool:
+    if len(_heard) >= _HEARD_KEPT:
+        _heard.clear()
+    _heard[str(thread_id)] = heard
     if not heard:
-        return
+        return False
+    group = thread_group(thread_id)
     for event, seq in zip(batch, seqs, strict=True):
         message: ThreadEvent = {"type": "thread.event", "thread_id": str(thread_id), "event": event}
         if seq is not None:
             message["seq"] = seq
         publish([group], dict(message))
+    return True
 
 
 # --- in-process domain events ------------------------------------------------------------
@@ -451,11 +237,36 @@ def publish_interrupt_changed(
     _notify_changed(message)
 
 
+def announce_interrupt_released(
+    *, thread_id: Any, interrupt_id: Any, reviewer_group_id: int | None
+) -> None:
+    """A decision's grace period ended: it can no longer be undone. Followers (the Slack
+    messages listing it) are told; sockets are not: their pages count the grace down."""
+    message: InterruptChanged = {
+        "type": "interrupt.changed",
+        "thread_id": str(thread_id),
+        "interrupt_id": str(interrupt_id),
+        "reviewer_group_id": reviewer_group_id,
+        "status": "resolved",
+        "change": "released",
+    }
+    _notify_changed(message)
+
+
 def _notify_changed(message: Any) -> None:
     try:
         _notify(INTERRUPT_CHANGED, message)
     except Exception:  # the change is committed; a follower's failure must not undo it
         log.exception("interrupt %s: a change handler failed", message.get("interrupt_id"))
+
+
+def publish_interrupt_snoozed(*, user_id: int, interrupt_id: Any, snoozed: bool) -> None:
+    message: InterruptSnoozed = {
+        "type": "interrupt.snoozed",
+        "interrupt_id": str(interrupt_id),
+        "snoozed": snoozed,
+    }
+    publish([own_inbox_group(user_id)], dict(message))
 
 
 def publish_interrupt_progress(
@@ -512,6 +323,15 @@ def publish_thread_changed(
             waiters["run_end"] = run_end
         publish([thread_status_group(thread_id)], waiters)
     publish(groups, {**message, "eid": eid})
+
+
+def send_event_on_commit(publish_event: Callable[..., None], /, **fields: Any) -> None:
+    """Publish once the caller's transaction commits (at once outside one).
+
+    The one way a service announces a change (Zulip's send_event_on_commit): no listener
+    hears of a change that rolls back, or before it can read it. `fields` are taken now.
+    """
+    transaction.on_commit(functools.partial(publish_event, **fields))
 
 
 # A run's end rides along to waiters only up to this size (JSON bytes); a bigger state

@@ -15,9 +15,7 @@ import threading
 import time
 from typing import Any
 
-from django.db import transaction
-
-from hitl.core.live import redis
+from hitl.core.live import events, redis
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +26,7 @@ _local = threading.Event()
 def runs_stopped(run_ids: list[Any]) -> None:
     """Announce, once the transaction commits, that `run_ids` must stop."""
     if run_ids:
-        transaction.on_commit(_announce)
+        events.send_event_on_commit(_announce)
 
 
 def _announce() -> None:

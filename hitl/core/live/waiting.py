@@ -1,7 +1,7 @@
 """Wait for runs and thread statuses without polling: listen on the thread's channel group.
 
 The worker publishes `thread.event` (AG-UI events) and, after each committed status
-change, `thread.changed` to events.thread_group(thread_id). A waiter subscribes
+change, `thread.changed` to listeners.thread_group(thread_id). A waiter subscribes
 first and reads the database second, so a change between the two cannot be missed;
 it re-reads the database on every relevant message and every few seconds anyway, so
 a message the channel layer dropped (capacity, expiry) only delays it.
@@ -29,9 +29,10 @@ from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
 from hitl.compat import channels_redis
-from hitl.core.db.retry import suspect_connections
+from hitl.core.db.retry import discard_dead_connections, suspect_connections
 from hitl.core.errors import Unavailable, is_transient
-from hitl.core.live import events
+from hitl.core.live import events, listeners
+from hitl.core.live.publisher import publisher
 from hitl.core.models import Run, Thread
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class _Hub:
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         thread_id = str(message.get("thread_id"))
-        targets = set(self.waiters.get(events.thread_group(thread_id), ()))
+        targets = set(self.waiters.get(listeners.thread_group(thread_id), ()))
         if message.get("type") == "thread.changed" and is_run_end(message):
             # (A run's start is not for status waiters, whichever group it came by.)
             eid = message.get("eid")
@@ -133,7 +134,7 @@ class _Hub:
                 if eid in self.seen:
                     return  # the second copy, via the other thread group
                 self.seen.append(eid)
-            targets |= self.waiters.get(events.thread_status_group(thread_id), set())
+            targets |= self.waiters.get(listeners.thread_status_group(thread_id), set())
         for queue in targets:
             queue.put_nowait(message)
 
@@ -203,7 +204,7 @@ class _Hub:
         # for the next waiter instead of stopping and starting again for every request,
         # and stays in a group it no longer needs for a moment, as the next wait on the
         # same thread (a resume after a pause) usually comes right after.
-        if asyncio.get_running_loop() is events.publisher.server_loop:
+        if asyncio.get_running_loop() is publisher.server_loop:
             if not queues:
                 del self.waiters[group]
                 loop = asyncio.get_running_loop()
@@ -260,7 +261,9 @@ class ThreadSubscription:
         self.last_seq: str | None = None
         # Whether `run_events_of` heard its run's end live (else it read it in the database).
         self.heard_end = False
-        self.group = (events.thread_status_group if status_only else events.thread_group)(thread_id)
+        self.group = (listeners.thread_status_group if status_only else listeners.thread_group)(
+            thread_id
+        )
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._hub: _Hub | None = None
 
@@ -279,8 +282,11 @@ class ThreadSubscription:
 
     async def get(self, timeout: float) -> dict[str, Any] | None:
         """The next message, or None after `timeout` seconds."""
+        # Not asyncio.wait_for: on Python 3.11 it returns a message that arrived as its
+        # task was cancelled and drops the cancel (a stream whose client left went on).
         try:
-            return await asyncio.wait_for(self.queue.get(), max(timeout, 0.0))
+            async with asyncio.timeout(max(timeout, 0.0)):
+                return await self.queue.get()
         except TimeoutError:
             return None
 
@@ -343,8 +349,16 @@ async def _read(query: Callable[[], Awaitable[Any]]) -> Any:
         if not is_transient(exc):
             raise
         suspect_connections()  # the next reads get checked connections
-        await sync_to_async(close_old_connections)()
+        await sync_to_async(_drop_broken_connections)()
         return UNREAD
+
+
+def _drop_broken_connections() -> None:
+    close_old_connections()
+    # The server dropped the pool's other sessions too: replace them all at once. Found
+    # one by one at checkout, each costs the next read a longer pause (1 s, 2 s, 4 s...),
+    # and a wait could end in Unavailable though the database was back at once.
+    discard_dead_connections()
 
 
 async def wait_for_run(
