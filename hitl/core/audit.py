@@ -24,17 +24,16 @@ def audit_event(
     *,
     kind: str,
     thread: Thread | Any | None = None,
-    run: Run | None = None,
-    interrupt: HumanInterrupt | None = None,
+    run: Run | Any | None = None,
+    interrupt: HumanInterrupt | Any | None = None,
     actor=None,
-    run_id: Any = None,
-    interrupt_id: Any = None,
     actor_id: int | None = None,
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
     """Build (not save) one audit event; `audit_record` or `audit_bulk` appends it.
 
-    `thread` may be a Thread or its id; ids stand in for rows the caller has not loaded.
+    `thread`, `run` and `interrupt` may be a row or its id; ids stand in for rows the
+    caller has not loaded.
     """
     if kind not in Kind.values:
         raise ValueError(f"Unknown audit event kind {kind!r}.")
@@ -46,8 +45,8 @@ def audit_event(
     return AuditEvent(
         kind=kind,
         thread_id=thread_id,
-        run_id=getattr(run, "pk", run_id),
-        interrupt_id=getattr(interrupt, "pk", interrupt_id),
+        run_id=getattr(run, "pk", run),
+        interrupt_id=getattr(interrupt, "pk", interrupt),
         actor_id=actor_id,
         data=_jsonable(data),
     )
@@ -124,6 +123,8 @@ class AuditEntry:
     summary: str
     proposed: str | None = None
     answer: str | None = None
+    # The page shows this entry's text elsewhere (a failed run's banner): said once.
+    shown_above: bool = False
 
 
 def _pretty(value: Any) -> str:

@@ -97,6 +97,15 @@ def user_can_view_thread(user, thread: Thread) -> bool:
     )
 
 
+def user_can_start_runs(user) -> bool:
+    """Start a run at all (a new thread needs nothing more): an active account.
+
+    A login session already ends with the account; this is for what acts on a user's
+    behalf without one (a cron's tick).
+    """
+    return bool(user is not None and user.is_active)
+
+
 def user_can_run_thread(user, thread: Thread) -> bool:
     """Start a new run on an existing thread: its requester, or an explicit permission.
 
@@ -154,6 +163,11 @@ def thread_runs(thread: Thread) -> QuerySet[Run]:
 def group_named(name: str) -> Group | None:
     """The reviewer group called `name` (a per-process copy, dropped when groups change)."""
     return confcache.get(f"group:{name}", lambda: Group.objects.filter(name=name).first())
+
+
+def group_with_id(pk: int) -> Group | None:
+    """The group with primary key `pk` (a per-process copy, dropped when groups change)."""
+    return confcache.get(f"group-id:{pk}", lambda: Group.objects.filter(pk=pk).first())
 
 
 def default_reviewer_group() -> Group:

@@ -1,5 +1,5 @@
 """Single sign-on: the user an identity provider's claims name, with the groups and
-permissions those claims grant (README "Single sign-on").
+permissions those claims grant (docs/sso.md).
 
 The claims decide at every login: mapped groups and permissions the claims no longer
 grant are taken away, so removing someone from the IdP group removes their access at
@@ -23,6 +23,28 @@ from hitl.core.models.sso import SsoIdentity
 log = logging.getLogger(__name__)
 
 USERNAME_MAX = 150
+SUBJECT_MAX = 255  # SsoIdentity.subject
+
+
+def _text(claims: dict[str, Any], name: str) -> str:
+    """A claim that should be a string; anything else counts as absent."""
+    value = claims.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def verified_email(claims: dict[str, Any]) -> str:
+    """The e-mail claim when the provider says it verified it; else "".
+
+    OpenID Connect Core 5.1: `email_verified` true means the provider took steps to
+    ensure the address belongs to the user; false, or no claim at all, means it makes no
+    such promise (5.7: the e-mail is not a unique identifier). An unverified address is
+    one anybody can type in at some IdPs: stored, it would receive approval links and
+    match Slack presses by e-mail. The string "true" counts too (some IdPs send it so).
+    """
+    verified = claims.get("email_verified")
+    if verified is True or (isinstance(verified, str) and verified.lower() == "true"):
+        return _text(claims, "email")[:254]
+    return ""
 
 
 def claim_values(claims: dict[str, Any], name: str) -> list[str]:
@@ -44,8 +66,8 @@ def _mapped(values: Iterable[str], mapping: Sequence[tuple[str, str]]) -> set[st
 
 def _free_username(claims: dict[str, Any], username_claim: str, subject: str) -> str:
     User = get_user_model()
-    email = claims.get("email") or ""
-    base = str(claims.get(username_claim) or email.partition("@")[0] or "sso-user")
+    email = verified_email(claims)
+    base = str(_text(claims, username_claim) or email.partition("@")[0] or "sso-user")
     base = base[: USERNAME_MAX - 8]
     if not User.objects.filter(username=base).exists():
         return base
@@ -143,9 +165,11 @@ def sso_user_sign_in(
                 )
         user = User.objects.select_for_update().get(pk=identity.user_id)
         fields = {
-            "email": str(claims.get("email") or user.email)[:254],
-            "first_name": str(claims.get("given_name") or user.first_name)[:150],
-            "last_name": str(claims.get("family_name") or user.last_name)[:150],
+            # An unverified address is not taken: the one an admin set (or a verified one
+            # from an earlier login) stays.
+            "email": verified_email(claims) or user.email,
+            "first_name": (_text(claims, "given_name") or user.first_name)[:150],
+            "last_name": (_text(claims, "family_name") or user.last_name)[:150],
         }
         changed = [name for name, value in fields.items() if getattr(user, name) != value]
         for name in changed:

@@ -36,6 +36,24 @@ def args_summary(args: Any) -> list[tuple[str, str]]:
     return pairs
 
 
+def args_changes(before: Any, after: Any) -> list[tuple[str, str, str]]:
+    """(name, old, new) for each argument an edit changed, credentials masked; a value
+    added or taken out reads "(none)" on its missing side."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return [] if before == after else [("value", short(before), short(after))]
+    changes = []
+    for name in list(before) + [key for key in after if key not in before]:
+        if before.get(name) == after.get(name) and (name in before) == (name in after):
+            continue
+        if SECRET_NAME.search(str(name)):
+            changes.append((short(str(name)), "[hidden]", "[hidden]"))
+            continue
+        old = short(before[name]) if name in before else "(none)"
+        new = short(after[name]) if name in after else "(none)"
+        changes.append((short(str(name)), old, new))
+    return changes
+
+
 def item_summary(row: HumanInterrupt) -> list[tuple[str, str]]:
     """The summary of a row's args (or of its raw value when it proposes no action)."""
     return args_summary(row.args if row.action else row.raw_value)

@@ -1,6 +1,7 @@
 """Decisions: one function records every answer; quorum, rules, claims, bulk, undo."""
 
 from hitl.core.decisions.answer import (
+    interrupt_answer_check,
     interrupt_release,
     interrupt_release_due,
     interrupt_resolve,
@@ -9,6 +10,7 @@ from hitl.core.decisions.answer import (
 )
 
 __all__ = [
+    "interrupt_answer_check",
     "interrupt_release",
     "interrupt_release_due",
     "interrupt_resolve",

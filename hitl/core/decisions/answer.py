@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,13 +15,14 @@ from django.utils import timezone
 from agents import contract
 from hitl.core import audit
 from hitl.core.access.permissions import user_can_review, user_can_view_thread
-from hitl.core.db import statements
+from hitl.core.db import answer_statements, run_statements
 from hitl.core.db.retry import retry_transient
 from hitl.core.decisions import claims, quorum
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
 from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.runs import dispatch
+from hitl.core.runs.options import Locked, RunOptions
 from hitl.core.runs.pauses import announce_thread
 from hitl.core.runs.start import enqueue_on_commit
 
@@ -80,34 +81,51 @@ class Answer:
     progress: quorum.Verdict | None = None
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One answer as a channel gives it: the decision and how to take it.
+
+    `grace` (seconds): the answer counts at once, but the thread resumes only when it
+    ends; until then `interrupt_undo` takes it back. `approval_round`: the four-eyes
+    round the reviewer saw. `lenient` reads an edit's string values as the types its
+    schema asks for (string-sending clients such as the Agent Inbox). `respect_claim`
+    refuses an item someone else claimed ("I'm on it") with a 409 naming them. `via`
+    names the channel when not the browser or the API ("slack", "email").
+    """
+
+    response_type: str
+    args: Any = None
+    grace: float = 0
+    approval_round: int | None = None
+    lenient: bool = False
+    respect_claim: bool = False
+    via: str = ""
+
+
 def answer_record(
     *,
-    thread: Thread,
-    row: HumanInterrupt,
-    response_type: str,
-    args: Any,
+    locked: Locked,
+    reply: Reply,
     user=None,
     rule=None,
     expired_by: Any = _NOT_EXPIRED,
-    grace: float = 0,
-    approval_round: int | None = None,
-    siblings: list[HumanInterrupt] | None = None,
-    run_fields: dict[str, Any] | None = None,
+    options: RunOptions | None = None,
     announce: bool = True,
     at: datetime | None = None,
-    via: str = "",
 ) -> Answer:
     """Record an answer to a pending row: every answer, whoever gives it, comes here.
 
-    Inside the caller's transaction, with the thread and `row` locked and `args`
-    already checked against the row's config and schema. Who answered: a reviewer
-    (`user`), a decision rule (`rule`), or the item's expiry (`expired_by`: the operator
-    who expired it, or None for the system). Counts toward four-eyes, stores the answer
-    with its audit event, announces it after commit and queues the resume once every
-    interrupt of the run is answered. `at`: when it counts as answered (default: now).
-    `via`: the channel a reviewer answered through when not the browser or the API
-    ("slack", "email"); the trail shows it.
+    Inside the caller's transaction, with `locked.thread` and `locked.row` locked and
+    `reply.args` already checked against the row's config and schema. Who answered: a
+    reviewer (`user`), a decision rule (`rule`), or the item's expiry (`expired_by`: the
+    operator who expired it, or None for the system). Counts toward four-eyes, stores
+    the answer with its audit event, announces it after commit and queues the resume
+    (carrying `options`) once every interrupt of the run is answered. `at`: when it
+    counts as answered (default: now). `reply.via` shows in the trail.
     """
+    thread, row = locked.thread, locked.row
+    response_type, args = reply.response_type, reply.args
+    grace, via = reply.grace, reply.via
     expired = expired_by is not _NOT_EXPIRED
     if row.approvals_required > 1 and not expired:
         verdict = quorum.approval_record(
@@ -117,7 +135,7 @@ def answer_record(
             rule=rule,
             response_type=response_type,
             args=args,
-            seen_round=approval_round,
+            seen_round=reply.approval_round,
             via=via,
         )
         if not verdict.resolve:
@@ -143,64 +161,76 @@ def answer_record(
         kind=audit.Kind.INTERRUPT_EXPIRED if expired else audit.Kind.INTERRUPT_ANSWERED,
         thread=thread,
         interrupt=row,
-        run_id=row.run_id if expired else None,
+        run=row.run_id if expired else None,
         actor=expired_by if expired else user,
         data=data,
     )
-    statements.save_with_audit(row, ANSWER_FIELDS, event)
     if grace:
         pk = row.pk
         transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))
     if announce:
         status, responded_by = row.status, user.get_username() if user is not None else None
-        transaction.on_commit(
-            lambda: events.publish_interrupt_changed(
-                thread_id=thread.pk,
-                interrupt_id=row.pk,
-                reviewer_group_id=row.reviewer_group_id,
-                status=status,
-                responded_by=responded_by,
-            )
+        events.send_event_on_commit(
+            events.publish_interrupt_changed,
+            thread_id=thread.pk,
+            interrupt_id=row.pk,
+            reviewer_group_id=row.reviewer_group_id,
+            status=status,
+            responded_by=responded_by,
         )
+    # The answer is written with the resume run it completes (one statement), or alone.
     resume_run = resume_when_answered(
-        thread=thread, row=row, user=user, run_fields=run_fields, siblings=siblings
+        locked=locked, user=user, options=options, answered=(ANSWER_FIELDS, event)
     )
     return Answer(row=row, resume_run=resume_run)
 
 
-@retry_transient
 def interrupt_resolve(
     *,
     interrupt_id: Any,
     user,
     response_type: str,
     args: Any = None,
-    thread_id: Any = None,
-    run_fields: dict[str, Any] | None = None,
     grace: float = 0,
-    savepoint: bool = True,
     approval_round: int | None = None,
-    lenient: bool = False,
     respect_claim: bool = False,
-    locked: tuple[Thread, HumanInterrupt, list[HumanInterrupt]] | None = None,
     via: str = "",
+) -> Answer:
+    """Answer one interrupt as a reviewer does (see `Reply`); resume the thread once
+    every interrupt of its run is answered."""
+    reply = Reply(
+        response_type=response_type,
+        args=args,
+        grace=grace,
+        approval_round=approval_round,
+        respect_claim=respect_claim,
+        via=via,
+    )
+    return interrupt_answer(interrupt_id=interrupt_id, user=user, reply=reply)
+
+
+@retry_transient
+def interrupt_answer(
+    *,
+    interrupt_id: Any,
+    user,
+    reply: Reply,
+    thread_id: Any = None,
+    options: RunOptions | None = None,
+    locked: Locked | None = None,
+    savepoint: bool = True,
 ) -> Answer:
     """Answer one interrupt; resume the thread once every interrupt of its run is answered.
 
     A caller that already knows the row's thread passes `thread_id` (one read less);
-    `run_fields` (metadata, webhook) go into the resume run if this answer creates it.
-    Returns the Answer: its row, and the resume run it queued. `savepoint=False` is for a
-    caller whose own transaction rolls back whole on any error (two statements less).
-
-    With `grace` (seconds) the answer is stored and counts as given at once, but the
-    thread resumes only when the grace period ends; until then `interrupt_undo` takes
-    it back. `lenient` reads an edit's string values as the types its schema asks for
-    (string-sending clients such as the Agent Inbox). With `respect_claim` an item that
-    someone else claimed ("I'm on it") is refused with a 409 naming them. `locked` is
-    (thread, row, every row of the row's run) as the caller read them with
-    select_for_update in its own open transaction (the rows with their responded_by,
-    reviewer_group and run): not read again. `via` names the channel ("slack", "email").
+    `options` go into the resume run if this answer creates it. Returns the Answer: its
+    row, and the resume run it queued. `locked`: the thread, the row and every row of
+    the row's run as the caller read them with select_for_update in its own open
+    transaction (the rows with their responded_by, reviewer_group and run): not read
+    again. `savepoint=False` is for a caller whose own transaction rolls back whole on
+    any error (two statements less).
     """
+    response_type, args, grace = reply.response_type, reply.args, reply.grace
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= 600:
         raise Invalid("The grace period must be a number of seconds between 0 and 600.")
     check_storable(args, "The answer")
@@ -210,15 +240,15 @@ def interrupt_resolve(
     except ValueError:
         raise NotFound("No such interrupt.") from None
     if locked is not None:
-        thread_id = locked[0].pk
+        thread_id = locked.thread.pk
     if thread_id is None:
         thread_id = interrupt_thread_id(interrupt_id)
     if thread_id is None:
         raise NotFound("No such interrupt.")
     with transaction.atomic(savepoint=savepoint):
         siblings = None
-        if locked is not None and locked[1].pk == interrupt_id:
-            thread, row, siblings = locked
+        if locked is not None and locked.row is not None and locked.row.pk == interrupt_id:
+            thread, row, siblings = locked.thread, locked.row, locked.siblings
         else:
             # Lock the thread first: decisions on one thread are serialized, so exactly
             # one of them sees "nothing left pending" and enqueues the resume.
@@ -226,40 +256,67 @@ def interrupt_resolve(
             row = interrupt_rows_for_update(thread_id).filter(pk=interrupt_id).one_or_none()
         if row is None:
             raise NotFound("No such interrupt.")
-        if not user_can_review(user, row):
-            if user_can_view_thread(user, thread):
-                raise Forbidden("This interrupt is routed to a reviewer group you are not in.")
-            raise NotFound("No such interrupt.")
-        if row.status != HumanInterrupt.Status.PENDING:
-            if row.status == HumanInterrupt.Status.RESOLVED:
-                who = row.responded_by.get_username() if row.responded_by else "someone"
-                if row.decided_by_rule:
-                    who = f"rule {row.decided_by_rule}"
-                if row.undo_until is not None and row.undo_until > timezone.now():
-                    raise Conflict(f"Already answered by {who} (who may still undo it).")
-                raise Conflict(f"Already answered by {who}.")
-            raise Conflict(f"This interrupt is {row.status}.")
-        if respect_claim:
-            claims.claim_refusal(row, user)
+        answer_refusal(thread=thread, row=row, user=user, respect_claim=reply.respect_claim)
         try:
             normalized = contract.check_response(
-                request_of(row), response_type, args, lenient=lenient
+                request_of(row), response_type, args, lenient=reply.lenient
             )
         except contract.ContractError as exc:
             raise Invalid(str(exc)) from None
         answer = answer_record(
-            thread=thread,
-            row=row,
-            response_type=response_type,
-            args=normalized,
+            locked=Locked(thread, row, siblings),
+            reply=replace(reply, args=normalized),
             user=user,
-            grace=grace,
-            approval_round=approval_round,
-            siblings=siblings,
-            run_fields=run_fields,
-            via=via,
+            options=options,
         )
     return answer
+
+
+def answer_refusal(*, thread: Thread, row: HumanInterrupt, user, respect_claim: bool) -> None:
+    """Raise why `user` may not answer `row` now (routing, status, someone else's claim)."""
+    if not user_can_review(user, row):
+        if user_can_view_thread(user, thread):
+            raise Forbidden("This interrupt is routed to a reviewer group you are not in.")
+        raise NotFound("No such interrupt.")
+    if row.status != HumanInterrupt.Status.PENDING:
+        if row.status == HumanInterrupt.Status.RESOLVED:
+            who = row.answered_by or "someone"
+            if row.undo_until is not None and row.undo_until > timezone.now():
+                raise Conflict(f"Already answered by {who} (who may still undo it).")
+            raise Conflict(f"Already answered by {who}.")
+        raise Conflict(f"This interrupt is {row.status}.")
+    if respect_claim:
+        claims.claim_refusal(row, user)
+
+
+def interrupt_answer_check(
+    *, interrupt_id: Any, user, response_type: str, respect_claim: bool = False
+) -> HumanInterrupt:
+    """The row, if `user` may answer it with `response_type` now; else what resolving raises.
+
+    For a channel that takes the answer in a second step (Slack's Respond form): the form
+    shows the item's args, so it opens only for someone `interrupt_resolve` would accept.
+    Reads without locking: the answer itself is checked again, under the lock.
+    """
+    try:
+        interrupt_id = uuid.UUID(str(interrupt_id))
+    except ValueError:
+        raise NotFound("No such interrupt.") from None
+    row = (
+        HumanInterrupt.objects.select_related("thread", "responded_by", "reviewer_group", "run")
+        .filter(pk=interrupt_id)
+        .first()
+    )
+    if row is None:
+        raise NotFound("No such interrupt.")
+    answer_refusal(thread=row.thread, row=row, user=user, respect_claim=respect_claim)
+    allowed = request_of(row).allowed_types
+    if response_type not in allowed:
+        raise Invalid(
+            f"This interrupt does not allow {response_type!r} "
+            f"(allowed: {', '.join(allowed) or 'nothing'})."
+        )
+    return row
 
 
 @retry_transient
@@ -303,13 +360,12 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
             actor=user,
             data={"response_type": undone, "action": row.action},
         )
-        transaction.on_commit(
-            lambda: events.publish_interrupt_changed(
-                thread_id=thread.pk,
-                interrupt_id=row.pk,
-                reviewer_group_id=row.reviewer_group_id,
-                status="pending",
-            )
+        events.send_event_on_commit(
+            events.publish_interrupt_changed,
+            thread_id=thread.pk,
+            interrupt_id=row.pk,
+            reviewer_group_id=row.reviewer_group_id,
+            status="pending",
         )
     return row
 
@@ -332,12 +388,20 @@ def interrupt_release(*, interrupt_id: Any, now=None) -> Run | None:
             return None  # undone, released already, or not due yet
         row.undo_until = None
         row.save(update_fields=["undo_until"])
+        if row.status == HumanInterrupt.Status.RESOLVED:
+            # Messages that offered Undo ("may still be undone") are brought up to date.
+            events.send_event_on_commit(
+                events.announce_interrupt_released,
+                thread_id=thread.pk,
+                interrupt_id=row.pk,
+                reviewer_group_id=row.reviewer_group_id,
+            )
         if (
             row.status != HumanInterrupt.Status.RESOLVED
             or thread.status != Thread.Status.INTERRUPTED
         ):
             return None
-        return resume_when_answered(thread=thread, row=row, user=row.responded_by)
+        return resume_when_answered(locked=Locked(thread, row), user=row.responded_by)
 
 
 def interrupt_release_due(*, now=None, limit: int = 200) -> int:
@@ -362,22 +426,39 @@ def _answered(row: HumanInterrupt) -> bool:
 
 def resume_when_answered(
     *,
-    thread: Thread,
-    row: HumanInterrupt,
+    locked: Locked,
     user,
-    run_fields: dict[str, Any] | None = None,
-    siblings: list[HumanInterrupt] | None = None,
+    options: RunOptions | None = None,
+    answered: tuple[list[str], Any] | None = None,
 ) -> Run | None:
-    """Queue the resume run once every interrupt of `row`'s run is answered.
+    """Queue the resume run (carrying `options`) once every interrupt of `locked.row`'s
+    run is answered.
 
     Runs inside the deciding transaction with the thread locked; shared by reviewer
     answers and automatic answers on expiry. Raises Invalid when the graph's
     response_schema refuses the answer (the caller's transaction rolls back).
-    `siblings`: every row of `row`'s run as the caller holds them, locked and current.
+    `locked.siblings`: every row of the row's run as the caller holds them, locked and
+    current (else they are read here). `answered`: the fields of `locked.row` its
+    answer changed and the answer's audit event, not yet written: written here, with
+    the resume run where there is one.
     """
+    run = _resume_when_answered(locked=locked, user=user, options=options, answered=answered)
+    if run is None and answered is not None:
+        answer_statements.save_with_audit(locked.row, *answered)
+    return run
+
+
+def _resume_when_answered(
+    *, locked: Locked, user, options: RunOptions | None, answered: tuple[list[str], Any] | None
+) -> Run | None:
+    thread, row, siblings = locked.thread, locked.row, locked.siblings
     if siblings is None:
         siblings = list(HumanInterrupt.objects.filter(run_id=row.run_id))
-    siblings = sorted(siblings, key=lambda s: (s.interrupt_id, s.position))
+    # The row as answered (its answer may not be written yet), not as read.
+    siblings = sorted(
+        (row if s.pk == row.pk else s for s in siblings),
+        key=lambda s: (s.interrupt_id, s.position),
+    )
     by_interrupt: dict[str, list[HumanInterrupt]] = {}
     for sibling in siblings:
         by_interrupt.setdefault(sibling.interrupt_id, []).append(sibling)
@@ -399,15 +480,7 @@ def resume_when_answered(
     }
     if not resume:  # every interrupt was cancelled or expired without an answer
         return None
-    fields = dict(run_fields or {})
-    # The thread's API client keeps hearing about it (its webhook, see hitl/ops/webhooks.py).
-    fields["webhook"] = fields.get("webhook") or (row.run.webhook if row.run_id else "")
-    # The graph goes on with the config and context it paused with, unless the resume
-    # request brought its own (a /langgraph client's config or context).
-    if "config" not in fields and row.run_id:
-        fields.update(config=row.run.config, context=row.run.context)
-    if "breakpoints" not in fields and row.run_id:
-        fields["breakpoints"] = row.run.breakpoints
+    fields = (options or RunOptions()).resume_fields(row)
     run = Run(
         thread=thread,
         kind=Run.Kind.RESUME,
@@ -417,10 +490,21 @@ def resume_when_answered(
         **fields,
     )
     thread.status = Thread.Status.BUSY
-    # The thread (locked above) and the run, in one statement where the database can.
-    if not statements.run_insert_with_thread(
-        run=run, thread=thread, fields=["status", "updated_at"]
-    ):
+    # The thread (locked above) and the run (and the answer that completes it), in one
+    # statement where the database can.
+    changed = ["status", "updated_at"]
+    if answered is None:
+        inserted = run_statements.run_insert_with_thread(run=run, thread=thread, fields=changed)
+    else:
+        inserted = answer_statements.save_with_audit_and_run(
+            obj=row,
+            fields=answered[0],
+            event=answered[1],
+            run=run,
+            thread=thread,
+            thread_fields=changed,
+        )
+    if not inserted:
         raise NotFound("No such thread.")
     announce_thread(thread)
     enqueue_on_commit(run)

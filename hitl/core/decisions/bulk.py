@@ -1,4 +1,4 @@
-"""Bulk decisions: one decision applied to many interrupts, each through `interrupt_resolve`.
+"""Bulk decisions: one decision applied to many interrupts, each through `interrupt_answer`.
 
 Every item is decided on its own (its own transaction, locks, config and schema checks,
 audit record and live event), so a bulk accept is exactly N single accepts. Items whose
@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hitl.core import decisions
 from hitl.core.access.permissions import user_can_review, user_can_view_thread
+from hitl.core.decisions.answer import Reply, interrupt_answer
 from hitl.core.errors import Conflict, Invalid, NotFound, ServiceError
 from hitl.core.models import HumanInterrupt
 
@@ -84,13 +84,15 @@ def interrupt_bulk_decide(
             )
             continue
         try:
-            decided = decisions.interrupt_resolve(
+            decided = interrupt_answer(
                 interrupt_id=pk,
                 user=user,
-                response_type=response_type,
-                args=text if response_type == "response" else None,
+                reply=Reply(
+                    response_type=response_type,
+                    args=text if response_type == "response" else None,
+                    grace=grace,
+                ),
                 thread_id=row.thread_id,
-                grace=grace,
             )
         except Conflict as exc:
             results.append(BulkResult(str(pk), row, "answered", exc.message))

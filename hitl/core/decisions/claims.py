@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from hitl.core import audit
@@ -45,14 +45,13 @@ def _pending_for(interrupt_id: Any, user) -> HumanInterrupt:
 
 
 def _announce(row: HumanInterrupt, change: str) -> None:
-    transaction.on_commit(
-        lambda: events.publish_interrupt_changed(
-            thread_id=row.thread_id,
-            interrupt_id=row.pk,
-            reviewer_group_id=row.reviewer_group_id,
-            status=HumanInterrupt.Status.PENDING,
-            change=change,
-        )
+    events.send_event_on_commit(
+        events.publish_interrupt_changed,
+        thread_id=row.thread_id,
+        interrupt_id=row.pk,
+        reviewer_group_id=row.reviewer_group_id,
+        status=HumanInterrupt.Status.PENDING,
+        change=change,
     )
 
 
@@ -65,16 +64,24 @@ def active_claim(row: HumanInterrupt, now: datetime | None = None) -> InterruptC
     return claim if claim.expires_at > (now or timezone.now()) else None
 
 
+class ClaimHeld(Conflict):
+    """Someone else is on it; the message is the API's, `holder` and `until` let a page
+    say it in its own words (what to tick, where to go)."""
+
+    def __init__(self, holder: str, until: datetime):
+        super().__init__(
+            f"{holder} is on it (claimed until {until:%Y-%m-%d %H:%M} UTC). "
+            'Send "override_claim": true to decide anyway.'
+        )
+        self.holder, self.until = holder, until
+
+
 def claim_refusal(row: HumanInterrupt, user, now: datetime | None = None) -> None:
     """Refuse a decision on an item someone else claimed (a client that did not confirm)."""
     claim = active_claim(row, now)
     if claim is None or claim.user_id == user.pk:
         return
-    raise Conflict(
-        f"{claim.user.get_username()} is on it (claimed until "
-        f'{claim.expires_at:%Y-%m-%d %H:%M} UTC). Send "override_claim": true to decide '
-        "anyway."
-    )
+    raise ClaimHeld(claim.user.get_username(), claim.expires_at)
 
 
 def interrupt_claim(*, interrupt_id: Any, user, now: datetime | None = None) -> InterruptClaim:
@@ -151,20 +158,65 @@ def interrupt_snooze(
                 "note": f"not now: back at {timezone.localtime(until):%Y-%m-%d %H:%M}",
             },
         )
+        events.send_event_on_commit(
+            events.publish_interrupt_snoozed, user_id=user.pk, interrupt_id=row.pk, snoozed=True
+        )
     return snooze
+
+
+def interrupt_unsnooze(*, interrupt_id: Any, user, now: datetime | None = None) -> None:
+    """Put an item I set aside back on my pending list now."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        row = _pending_for(interrupt_id, user)
+        mine = InterruptSnooze.objects.filter(interrupt=row, user=user, until__gt=now)
+        deleted, _ = mine.delete()
+        if not deleted:
+            raise Conflict("You have not set this item aside.")
+        # Recorded as a snooze that ends now: the trail's kinds stay as they are.
+        audit.audit_record(
+            kind=audit.Kind.INTERRUPT_SNOOZED,
+            thread=row.thread_id,
+            interrupt=row,
+            actor=user,
+            data={"until": now, "note": "not now: back on my list (snooze ended early)"},
+        )
+        events.send_event_on_commit(
+            events.publish_interrupt_snoozed, user_id=user.pk, interrupt_id=row.pk, snoozed=False
+        )
+
+
+def snooze_of(row: HumanInterrupt, user, now: datetime | None = None) -> InterruptSnooze | None:
+    """The user's snooze of the row if it still holds (None for none, lapsed or outdated)."""
+    if user is None or not user.is_authenticated:
+        return None
+    return InterruptSnooze.objects.filter(
+        interrupt=row,
+        user=user,
+        until__gt=now or timezone.now(),
+        reviewer_group_id_then=row.reviewer_group_id,
+        escalation_count_then=row.escalation_count,
+    ).first()
+
+
+def _holding_snoozes(user, now: datetime | None) -> QuerySet:
+    return InterruptSnooze.objects.filter(
+        interrupt=OuterRef("pk"),
+        user=user,
+        until__gt=now or timezone.now(),
+        reviewer_group_id_then=OuterRef("reviewer_group_id"),
+        escalation_count_then=OuterRef("escalation_count"),
+    )
 
 
 def snoozed_by(user, now: datetime | None = None) -> Exists:
     """An Exists() for interrupt querysets: the user's snooze of the row still holds."""
-    return Exists(
-        InterruptSnooze.objects.filter(
-            interrupt=OuterRef("pk"),
-            user=user,
-            until__gt=now or timezone.now(),
-            reviewer_group_id_then=OuterRef("reviewer_group_id"),
-            escalation_count_then=OuterRef("escalation_count"),
-        )
-    )
+    return Exists(_holding_snoozes(user, now))
+
+
+def snoozed_until(user, now: datetime | None = None) -> Subquery:
+    """A Subquery for interrupt querysets: until when the user's snooze holds (or null)."""
+    return Subquery(_holding_snoozes(user, now).values("until")[:1])
 
 
 def filter_claims(qs: QuerySet, claimed: str, user, now: datetime | None = None) -> QuerySet:

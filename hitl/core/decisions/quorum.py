@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import Group
-from django.db import transaction
 
 from hitl.core import audit
 from hitl.core.access.permissions import group_policy
@@ -114,6 +113,23 @@ def _check_approver(thread: Thread, row: HumanInterrupt, user) -> None:
     groups = policy.get("from_groups") or []
     if groups and not user.groups.filter(name__in=groups).exists():
         raise Forbidden(f"Approvals for this action must come from: {', '.join(groups)}.")
+
+
+def approve_refusal(row: HumanInterrupt, user) -> str:
+    """Why `user` may not give `row`'s next approval now ("" when they may), so that the
+    channels that offer Approve (mail, Slack) leave it out instead of offering a refusal."""
+    if user is None or row.approvals_required < 2:
+        return ""
+    try:
+        _check_approver(row.thread, row, user)
+    except Forbidden as exc:
+        return exc.message
+    if Approval.objects.filter(interrupt=row, user=user, round=row.approval_round).exists():
+        return (
+            "You have approved these args already; the next approval must come from "
+            "another reviewer."
+        )
+    return ""
 
 
 def approval_record(
@@ -236,10 +252,10 @@ def _rule_data(rule) -> dict[str, Any]:
 
 
 def _announce(thread: Thread, row: HumanInterrupt) -> None:
-    thread_id, pk, group_id = thread.pk, row.pk, row.reviewer_group_id
-    progress = approvals_progress(row)
-    transaction.on_commit(
-        lambda: events.publish_interrupt_progress(
-            thread_id=thread_id, interrupt_id=pk, reviewer_group_id=group_id, **progress
-        )
+    events.send_event_on_commit(
+        events.publish_interrupt_progress,
+        thread_id=thread.pk,
+        interrupt_id=row.pk,
+        reviewer_group_id=row.reviewer_group_id,
+        **approvals_progress(row),
     )

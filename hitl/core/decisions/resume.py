@@ -1,7 +1,7 @@
 """Answer a thread's pending interrupts from a resume value, as API clients send it.
 
 A LangGraph `Command(resume=...)` (or an AG-UI `resume` entry) is translated into one
-`interrupt_resolve` call per row, all inside one transaction: either every
+`interrupt_answer` call per row, all inside one transaction: either every
 answer is recorded (and the resume run queued by the last one), or none is. So
 records, audit and live pages stay exactly as if reviewers had answered in the UI.
 """
@@ -17,10 +17,11 @@ from django.db import transaction
 
 from agents import contract
 from hitl.core import errors
-from hitl.core.db import statements
-from hitl.core.decisions.answer import interrupt_resolve
+from hitl.core.db import answer_statements
+from hitl.core.decisions.answer import Reply, interrupt_answer
 from hitl.core.errors import check_storable
 from hitl.core.models import HumanInterrupt, Run, Thread
+from hitl.core.runs.options import Locked, RunOptions
 
 CANCELLED = object()  # an AG-UI resume entry with status "cancelled"
 
@@ -36,7 +37,7 @@ def _label(row: HumanInterrupt) -> str:
 
 
 def answer_for(row: HumanInterrupt, payload: Any) -> tuple[str, Any]:
-    """One payload for one row -> (response_type, args) for interrupt_resolve.
+    """One payload for one row -> (response_type, args) for interrupt_answer.
 
     Accepts a HumanResponse `{type, args}`, a HumanInTheLoopMiddleware decision
     `{type: approve|edit|reject|respond, ...}`, a text (a `response`), or CANCELLED (an
@@ -145,7 +146,7 @@ def _pending_locked(thread: Thread) -> tuple[dict[str, list[HumanInterrupt]], di
     pending = HumanInterrupt.Status.PENDING
     groups: dict[str, list[HumanInterrupt]] = {}
     by_run: dict[Any, list[HumanInterrupt]] = {}
-    for row in statements.interrupts_answerable_locked(thread.pk):
+    for row in answer_statements.interrupts_answerable_locked(thread.pk):
         by_run.setdefault(row.run_id, []).append(row)
         if row.status == pending:
             groups.setdefault(row.interrupt_id, []).append(row)
@@ -166,11 +167,7 @@ def _answered_conflict(thread: Thread, ids: Iterable[str]) -> errors.Conflict | 
         return None
     row = rows[0]
     if row.status == HumanInterrupt.Status.RESOLVED:
-        who = (
-            row.responded_by.get_username()
-            if row.responded_by
-            else (f"rule {row.decided_by_rule}" if row.decided_by_rule else "someone")
-        )
+        who = row.answered_by or "someone"
         return errors.Conflict(f"Interrupt {row.interrupt_id} was already answered by {who}.")
     return errors.Conflict(f"Interrupt {row.interrupt_id} is {row.status}.")
 
@@ -181,15 +178,15 @@ def _resolve_all(
     user,
     plan: list[tuple[Any, str, Any]],
     groups: dict[str, list[HumanInterrupt]],
-    run_fields: dict[str, Any] | None = None,
+    options: RunOptions | None = None,
     lenient: bool = False,
     partial: bool = False,
-    locked: dict[Any, list[HumanInterrupt]] | None = None,
+    by_run: dict[Any, list[HumanInterrupt]] | None = None,
 ) -> Run:
     """Answer every row of `plan` in one transaction. `groups` are the thread's pending
     rows as read for the plan (each answer locks and checks its row again, unless
-    `locked`, the rows of their runs by run: the thread and all these rows were read
-    locked in the caller's transaction).
+    `by_run`, the rows of their runs by run: the thread and all these rows were read
+    locked in the caller's transaction). `options` go into the resume run.
 
     With `partial`, rows outside the plan may stay pending: the thread resumes once they
     are answered too, and until then the paused run is returned (still interrupted).
@@ -207,16 +204,14 @@ def _resolve_all(
     # All or nothing: any refusal rolls every answer back, so no savepoints are needed.
     with transaction.atomic(savepoint=False):
         for row, response_type, args in plan:
-            answered = interrupt_resolve(
+            answered = interrupt_answer(
                 interrupt_id=row.pk,
                 user=user,
-                response_type=response_type,
-                args=args,
+                reply=Reply(response_type=response_type, args=args, lenient=lenient),
                 thread_id=thread.pk,
-                run_fields=run_fields,
+                options=options,
+                locked=Locked(thread, row, by_run[row.run_id]) if by_run is not None else None,
                 savepoint=False,
-                lenient=lenient,
-                locked=(thread, row, locked[row.run_id]) if locked is not None else None,
             )
             run = answered.resume_run or run
     if run is None and partial and missing:
@@ -247,26 +242,27 @@ _INBOX_TYPES = (*contract.RESPONSE_TYPES, "approve", "reject")
 
 def resume_command(
     *,
-    thread: Thread,
+    thread: Thread | Locked,
     user,
     resume: Any,
-    run_fields: dict[str, Any] | None = None,
+    options: RunOptions | None = None,
     lenient: bool = False,
-    thread_locked: bool = False,
 ) -> Run:
     """Answer a thread's pending interrupts from a LangGraph `Command(resume=...)` value.
 
     `resume` is either one value (when exactly one interrupt is pending) or a map
     {interrupt_id: value}; the interrupt ids are the ones in the thread's `interrupts`.
     Edits are read leniently (strings as the schema's types) when the client asks
-    for it or the value has the Agent Inbox's list form. `thread_locked`: the caller
-    read `thread` with select_for_update in its open transaction; the pending rows are
-    then read locked too, once, and answered as read.
+    for it or the value has the Agent Inbox's list form. `options` go into the resume
+    run. `thread` as `Locked(thread)`: the caller read it with select_for_update in its
+    open transaction; the pending rows are then read locked too, once, and answered as
+    read.
     """
     lenient = lenient or is_inbox_form(resume)
-    locked = None
-    if thread_locked:
-        groups, locked = _pending_locked(thread)
+    by_run = None
+    if isinstance(thread, Locked):
+        thread = thread.thread
+        groups, by_run = _pending_locked(thread)
     else:
         groups = _pending_by_interrupt(thread)
     if resume is None or resume == {} or resume == []:
@@ -293,10 +289,10 @@ def resume_command(
                 user=user,
                 plan=plan,
                 groups=groups,
-                run_fields=run_fields,
+                options=options,
                 lenient=lenient,
                 partial=True,  # a map may answer some interrupts; the rest stay pending
-                locked=locked,
+                by_run=by_run,
             )
         unknown = [k for k in resume if k not in known]
         if len(unknown) < len(resume) or all(_looks_like_id(k) for k in unknown):
@@ -326,9 +322,9 @@ def resume_command(
         user=user,
         plan=plan,
         groups=groups,
-        run_fields=run_fields,
+        options=options,
         lenient=lenient,
-        locked=locked,
+        by_run=by_run,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -103,12 +102,12 @@ def rule_stats(*, since: datetime | None = None) -> list[RuleStats]:
 
 
 def decision_sources(*, since: datetime) -> dict[str, Any]:
-    """Automatic vs human decisions per group, and the people-time rules saved.
+    """Automatic vs human decisions per group.
 
     An answer that was undone is no decision: each undo cancels the answer it took back
     (the interrupt's latest one, by the same person), so the counts add up to what stands.
-    Time saved = automatic decisions x the median time people took to decide (from
-    the audit trail's wait_seconds) over the same window.
+    The people-time rules saved is the analytics page's (automatic decisions x the p50 of
+    its time-to-decision chart): one figure for "how long people take", not two.
     """
     events = (
         AuditEvent.objects.filter(
@@ -129,7 +128,6 @@ def decision_sources(*, since: datetime) -> dict[str, Any]:
                 del answers[i]
                 break
     per_group: dict[str, dict[str, int]] = {}
-    waits: list[float] = []
     automatic = 0
     for actor_id, data in (answer for answers in standing.values() for answer in answers):
         group = data.get("group") or "—"
@@ -139,12 +137,7 @@ def decision_sources(*, since: datetime) -> dict[str, Any]:
             automatic += 1
         elif actor_id is not None:
             entry["human"] += 1
-            if isinstance(data.get("wait_seconds"), (int, float)):
-                waits.append(float(data["wait_seconds"]))
-    median = statistics.median(waits) if waits else 0.0
     return {
         "groups": [{"group": name, **counts} for name, counts in sorted(per_group.items())],
         "automatic": automatic,
-        "human_median_seconds": median,
-        "saved_seconds": automatic * median,
     }

@@ -30,8 +30,9 @@ from lark import Token, Tree
 
 from hitl.core import audit
 from hitl.core.access import confcache
-from hitl.core.decisions.answer import answer_record
+from hitl.core.decisions.answer import Reply, answer_record
 from hitl.core.models import DecisionRule, HumanInterrupt, RuleHit, Thread
+from hitl.core.runs.options import Locked
 
 log = logging.getLogger(__name__)
 
@@ -523,6 +524,9 @@ def _decide(*, thread: Thread, row: HumanInterrupt, rule: DecisionRule) -> bool:
         args = rule.response_text or f"Answered by rule {rule.label}."
     # The pause that made the row announces it with its new status (run_finish).
     answer_record(
-        thread=thread, row=row, response_type=response_type, args=args, rule=rule, announce=False
+        locked=Locked(thread, row),
+        reply=Reply(response_type=response_type, args=args),
+        rule=rule,
+        announce=False,
     )
     return True

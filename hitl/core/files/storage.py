@@ -2,12 +2,14 @@
 
 Agents address files by virtual path (/mnt/user-data/{uploads,workspace,outputs}/...,
 see agents/paths.py); here they live at `threads/<thread_id>/<area>/...` in
-`default_storage`, through the storage API only, so another backend can serve them.
+`default_storage`, through the storage API only: the local folder (MEDIA_ROOT) or an S3
+bucket (HITL_FILES_S3_BUCKET), so web processes and workers on other hosts share them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import mimetypes
 import os
 import re
@@ -18,12 +20,20 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, default_storage
 from django.http import FileResponse
 
-from agents.paths import BaseThreadFiles, FileAccessError, FileMissing, VirtualPath, parse_virtual
+from agents.paths import (
+    BaseThreadFiles,
+    FileAccessError,
+    FileMissing,
+    NotAFile,
+    VirtualPath,
+    parse_virtual,
+)
 from hitl.core import errors
 from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
 from hitl.core.live import events
 from hitl.core.models import Thread
 
+log = logging.getLogger(__name__)
 _UNSAFE_NAME = re.compile(r"[^\w.\- ()+]")
 # Shown in the browser when asked to; everything else (HTML, SVG, ...) is an attachment.
 INLINE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif", "text/plain", "text/csv")
@@ -67,6 +77,7 @@ class StorageThreadFiles(BaseThreadFiles):
         return self.storage.exists(self._name(vp)) or self._is_dir(vp)
 
     def _is_dir(self, vp: VirtualPath) -> bool:
+        """A folder: on a bucket, a prefix that some key continues (folders are not stored)."""
         local = self.host_path(vp)
         if local is not None:
             return os.path.isdir(local)
@@ -75,6 +86,18 @@ class StorageThreadFiles(BaseThreadFiles):
         except (FileNotFoundError, NotADirectoryError, NotImplementedError):
             return False
         return bool(dirs or files)
+
+    def require_file(self, path: str | VirtualPath) -> VirtualPath:
+        if self.host_root() is not None:
+            return super().require_file(path)
+        # A bucket: one HEAD settles the common case. A key is never also a folder
+        # (_write refuses both ways), so an object found is a file.
+        vp = self.resolve(path)
+        if vp.parts and self.storage.exists(self._name(vp)):
+            return vp
+        if self._is_dir(vp):
+            raise NotAFile(f"{vp.virtual} is a directory, not a file.")
+        raise FileMissing(f"{vp.virtual} does not exist.")
 
     def _size(self, vp: VirtualPath) -> int:
         return self.storage.size(self._name(vp))
@@ -85,8 +108,15 @@ class StorageThreadFiles(BaseThreadFiles):
 
     def _write(self, vp: VirtualPath, data: bytes) -> None:
         name = self._name(vp)
-        if self.storage.exists(name):
-            self.storage.delete(name)  # overwrite: save() would pick another name
+        # A bucket has no folders to refuse a key below a file, as a disk does: refuse it
+        # here, the same on both.
+        for depth in range(1, len(vp.parts)):
+            above = VirtualPath(vp.area, vp.parts[:depth])
+            if self.storage.exists(self._name(above)) and not self._is_dir(above):
+                raise NotAFile(f"{above.virtual} is a file; it cannot hold {vp.virtual}.")
+        if self.storage.get_available_name(name) != name:
+            # A storage that never replaces (the local folder) would pick another name.
+            self.storage.delete(name)
         saved = self.storage.save(name, ContentFile(data))
         if saved != name:
             self.storage.delete(saved)
@@ -117,6 +147,17 @@ def thread_files(thread_id: Any) -> StorageThreadFiles:
 
 class TooLarge(errors.ServiceError):
     status_code = 413
+
+
+class FilesUnavailable(errors.ServiceError):
+    """The file store failed (a bucket that refused or did not answer, a disk error)."""
+
+    status_code = 503
+
+
+def unavailable(exc: OSError) -> FilesUnavailable:
+    log.warning("the thread files' store failed: %s", exc)
+    return FilesUnavailable("The file store did not answer; try again in a moment.")
 
 
 # Most file systems cap a name at 255 bytes; a stem and an extension this long, plus the
@@ -167,13 +208,15 @@ def thread_file_upload(*, thread: Thread, user, name: str, content) -> dict[str,
     stem, ext = os.path.splitext(filename)
     vp = parse_virtual(f"/mnt/user-data/uploads/{filename}")
     counter = 2
-    while files.exists(vp):  # never replace an earlier upload
-        vp = parse_virtual(f"/mnt/user-data/uploads/{stem}-{counter}{ext}")
-        counter += 1
     try:
+        while files.exists(vp):  # never replace an earlier upload
+            vp = parse_virtual(f"/mnt/user-data/uploads/{stem}-{counter}{ext}")
+            counter += 1
         files.write_bytes(vp, data)
     except FileAccessError as exc:
         raise errors.Invalid(str(exc)) from None
+    except OSError as exc:
+        raise unavailable(exc) from None
     result = {
         "path": vp.virtual,
         "name": vp.name,
@@ -190,18 +233,33 @@ def thread_file_response(*, thread: Thread, path: str, inline: bool = False) -> 
     """A download of one thread file; callers check that the user may view the thread."""
     store = thread_files(thread.pk)
     try:
-        vp = store.require_file(path)
+        vp = store.resolve(path)
+        handle = store.open(vp)
     except FileMissing as exc:
         raise errors.NotFound(str(exc)) from None
     except FileAccessError as exc:
         raise errors.Invalid(str(exc)) from None
+    except FileNotFoundError:  # removed between the check and the read
+        raise errors.NotFound(f"{vp.virtual} does not exist.") from None
+    except OSError as exc:
+        raise unavailable(exc) from None
     mime = mimetypes.guess_type(vp.name)[0] or "application/octet-stream"
+    # Streamed by this process, not redirected to a signed URL: every byte is behind the
+    # permission check of this request, with HITL's headers, and the bucket needs no
+    # address the browser can reach (docs/operating.md "Files in object storage").
     response = FileResponse(
-        store.open(vp),
+        handle,
         as_attachment=not (inline and mime in INLINE_TYPES),
         filename=vp.name,
         content_type=mime,
     )
+    download_headers(response, handle)
+    return response
+
+
+def download_headers(response: FileResponse, handle) -> None:
+    """The headers every download of a thread file carries."""
+    if "Content-Length" not in response:  # a stream from the bucket: FileResponse cannot tell
+        response["Content-Length"] = str(handle.size)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response

@@ -12,12 +12,18 @@ from langgraph_sdk import errors as sdk_errors
 from langgraph_sdk import get_sync_client
 
 from hitl.core.models import RemoteDeployment
+from hitl.core.net.webhook_urls import DEPLOYMENTS, WebhookNotAllowed, webhook_resolve
 
 log = logging.getLogger(__name__)
 
 
 def client_for(deployment: RemoteDeployment) -> Any:
-    """A sync langgraph_sdk client of the deployment (its key as x-api-key)."""
+    """A sync langgraph_sdk client of the deployment (its key as x-api-key).
+
+    Its URL is checked as a webhook's is, with its name resolved now: a name allowed when
+    it was saved may point at a private address today. Raises WebhookNotAllowed.
+    """
+    webhook_resolve(deployment.base_url, DEPLOYMENTS)
     return get_sync_client(
         url=deployment.base_url.rstrip("/"),
         # None, not "": no key must not fall back to LANGGRAPH_API_KEY of this process.
@@ -34,6 +40,7 @@ class Fault:
     CONFLICT = "conflict"
     NOT_FOUND = "not found"
     REFUSED = "refused"
+    NOT_ALLOWED = "not allowed"
 
 
 def fault_of(exc: BaseException) -> tuple[str, str] | None:
@@ -41,6 +48,8 @@ def fault_of(exc: BaseException) -> tuple[str, str] | None:
 
     The message never holds the key: only the status and the server's own words.
     """
+    if isinstance(exc, WebhookNotAllowed):  # its URL, refused here: nothing was sent
+        return Fault.NOT_ALLOWED, f"not allowed: {exc}"[:500]
     if isinstance(exc, sdk_errors.ConflictError):
         return Fault.CONFLICT, f"409: {exc.message}"[:500]
     if isinstance(exc, (sdk_errors.AuthenticationError, sdk_errors.PermissionDeniedError)):

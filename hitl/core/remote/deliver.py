@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from langgraph_sdk import errors as sdk_errors
 
-from hitl.core.db import statements
+from hitl.core.db import run_statements
 from hitl.core.live import events
 from hitl.core.models import RemoteThread, Run, Thread
 from hitl.core.remote.client import Fault, client_for, deployment_health, fault_of
@@ -121,7 +121,8 @@ def resume_deliver(run: Run, *, worker: str) -> tuple[str, float]:
         if fault is None:
             raise
         kind, message = fault
-        if kind in (Fault.UNREACHABLE, Fault.KEY_REFUSED):
+        # Held, not failed: the operator can fix the key or the allow-list.
+        if kind in (Fault.UNREACHABLE, Fault.KEY_REFUSED, Fault.NOT_ALLOWED):
             deployment_health(deployment, error=message)
             return _pending(run, worker, deployment.name, message)
         return _refused(run, worker, deployment.name, message)
@@ -153,19 +154,20 @@ def _refused(run: Run, worker: str, name: str, message: str) -> tuple[str, float
 def _delivered(run: Run, worker: str, made: dict[str, Any]) -> None:
     """The run's job is done; the thread stays busy until the remote thread pauses or ends."""
     with transaction.atomic():
-        locked = statements.run_end_mark(
-            run_id=run.pk,
-            thread_id=run.thread_id,
-            worker=worker,
-            status=Run.Status.SUCCESS,
-            thread_status=Thread.Status.BUSY,
-            result={"remote_run_id": made.get("run_id")},
-            now=timezone.now(),
-            audited=True,
+        locked = run_statements.run_end_record(
+            run_statements.RunEnding(
+                run_id=run.pk,
+                thread_id=run.thread_id,
+                worker=worker,
+                status=Run.Status.SUCCESS,
+                thread_status=Thread.Status.BUSY,
+                result={"remote_run_id": made.get("run_id")},
+                now=timezone.now(),
+            )
         )
         if locked is None:
             return
-        thread, ended = locked
+        thread, ended, _ = locked
         Run.objects.filter(pk=ended.pk).update(error="")
         events.emit_run_ended(ended)
         announce_thread(thread, run_ended=True)

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from hitl.core.access.permissions import group_named
-from hitl.core.db import statements
+from hitl.core.db import locked_reads
 from hitl.core.models import (
     REMOTE_GRAPH_PREFIX,
     HumanInterrupt,
@@ -30,7 +30,7 @@ from hitl.core.models import (
 from hitl.core.remote.client import client_for, deployment_health, fault_of
 from hitl.core.runs.pauses import interrupts_withdraw
 from hitl.core.runs.start import announce_thread
-from hitl.core.worker import lease
+from hitl.core.worker import pauses_record
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
     now = timezone.now()
     owner = _worker(deployment)
     with transaction.atomic():
-        thread = statements.thread_locked(link.thread_id)
+        thread = locked_reads.thread_locked(link.thread_id)
         if thread is None:
             return 0
         rows = list(HumanInterrupt.objects.filter(thread_id=thread.pk))
@@ -169,7 +169,7 @@ def thread_sync(deployment: RemoteDeployment, remote: dict[str, Any]) -> int:
                 "remote": {"deployment": deployment.name, "thread_id": link.remote_thread_id}
             },
         )
-        lease.run_finish(
+        pauses_record.run_finish(
             run_id=run.pk, worker=owner, interrupts=new, result=None, thread_id=thread.pk
         )
     return sum(1 for _ in new)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 
 from django.conf import settings
 
-from hitl.core.errors import Invalid, NotFound
+from hitl.core.errors import Invalid, NotFound, load_json
 from hitl.core.models import RemoteDeployment, RemoteThread
 from hitl.core.remote.mirror import thread_refresh
 
@@ -41,10 +40,8 @@ def webhook_receive(*, name: str, token: str, body: bytes) -> int:
         raise NotFound("No such webhook.")
     if len(body) > MAX_BODY:
         raise Invalid("The webhook body is too large.")
-    try:
-        payload = json.loads(body or b"null")
-    except ValueError:
-        raise Invalid("The webhook body is not JSON.") from None
+    # Bounded and checked: a NUL, a lone surrogate or deep nesting is a 400, never a query.
+    payload = load_json(body or b"null", "The webhook body")
     thread_id = payload.get("thread_id") if isinstance(payload, dict) else None
     if not isinstance(thread_id, str) or not thread_id or len(thread_id) > 64:
         raise Invalid("The webhook body names no thread_id.")

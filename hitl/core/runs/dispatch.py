@@ -1,4 +1,4 @@
-"""Hand a run to whatever executes runs: Celery workers, or this process."""
+"""Hand a run, or a decision's release, to whatever executes them (hitl/core/later.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db import close_old_connections
 
-from hitl.core.errors import is_transient
+from hitl.core.later import later
 from hitl.core.models import Run
 
 log = logging.getLogger(__name__)
@@ -43,39 +42,15 @@ def _inprocess(run_id: Any) -> None:
     try:
         _, retry_after = execute_run(str(run_id), worker=f"inprocess-{worker_id()}")
         if retry_after:  # busy elsewhere, or the database was away: try again later
-            timer = threading.Timer(retry_after, lambda: _pool.submit(_inprocess, run_id))
-            timer.daemon = True
-            timer.start()
+            later(RUN_TASK, str(run_id), countdown=retry_after, local=_submit, queues=True)
     except Exception:
         log.exception("run %s failed in-process", run_id)
     finally:
         close_old_connections()
 
 
-def enqueue_run(run_id: Any) -> None:
-    """Send a run to its executor; called after the creating transaction commits.
-
-    The run's dispatched_at was stamped with the transaction that queued it, so a
-    successful send costs no write. A failed send is logged, not raised, and clears
-    the stamp: the run stays queued in the database and the reaper re-sends it.
-    """
-    executor = settings.HITL_EXECUTOR
-    if executor == "manual":  # the caller drives runs itself (scripts, tests)
-        return
-    if executor == "celery":
-        try:
-            current_app.send_task(RUN_TASK, args=[str(run_id)], retry=False)
-        except Exception as exc:
-            if is_transient(exc):  # the broker is away: expected, no traceback
-                log.warning("could not enqueue run %s (%s); the reaper re-sends it", run_id, exc)
-            else:
-                log.exception("could not enqueue run %s; the reaper will re-send it", run_id)
-            try:
-                Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(dispatched_at=None)
-            except Exception as db_exc:  # the stamp then ages: re-sent after REDISPATCH_AFTER
-                log.warning("run %s: could not mark the failed send (%s)", run_id, db_exc)
-            return
-        return
+def _submit(run_id: Any) -> None:
+    """Queue a run on this process's run threads (the in-process form of RUN_TASK)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -87,6 +62,22 @@ def enqueue_run(run_id: Any) -> None:
     _pool.submit(_inprocess, run_id)
 
 
+def enqueue_run(run_id: Any) -> None:
+    """Send a run to its executor (hitl/core/later.py); called after the creating
+    transaction commits.
+
+    The run's dispatched_at was stamped with the transaction that queued it, so a
+    successful send costs no write. A failed send clears the stamp: the run stays
+    queued in the database and the reaper re-sends it.
+    """
+    if later(RUN_TASK, str(run_id), local=_submit, queues=True):
+        return
+    try:
+        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(dispatched_at=None)
+    except Exception as db_exc:  # the stamp then ages: re-sent after REDISPATCH_AFTER
+        log.warning("run %s: could not mark the failed send (%s)", run_id, db_exc)
+
+
 RELEASE_TASK = "hitl.tasks.interrupt_release"
 
 
@@ -95,28 +86,8 @@ def schedule_release(interrupt_id: Any, seconds: float) -> None:
 
     Best effort: if the message is lost, the periodic sweep releases it anyway.
     """
-    executor = settings.HITL_EXECUTOR
-    if executor == "manual":
-        return
-    if executor == "celery":
-        try:
-            current_app.send_task(
-                RELEASE_TASK, args=[str(interrupt_id)], countdown=seconds, retry=False
-            )
-        except Exception as exc:
-            log.warning("could not schedule the release of %s (%s)", interrupt_id, exc)
-        return
-    timer = threading.Timer(seconds, _release_inprocess, args=[interrupt_id])
-    timer.daemon = True
-    timer.start()
+    later(RELEASE_TASK, str(interrupt_id), countdown=seconds, local=_release)
 
 
-def _release_inprocess(interrupt_id: Any) -> None:
-    interrupt_release = _local["release"]
-    close_old_connections()
-    try:
-        interrupt_release(interrupt_id=interrupt_id)
-    except Exception:
-        log.exception("releasing %s failed; the sweep tries again", interrupt_id)
-    finally:
-        close_old_connections()
+def _release(interrupt_id: Any) -> None:
+    _local["release"](interrupt_id=interrupt_id)

@@ -55,7 +55,7 @@ def runs_stop(*, thread: Thread, user, action: str, reason: str, runs: list[Run]
             audit.audit_event(
                 kind=audit.Kind.RUN_CANCELLED,
                 thread=thread,
-                run_id=run.pk,
+                run=run.pk,
                 actor=user,
                 data={"was": run.status, "reason": reason, "action": action, "run_id": str(run.pk)},
             )

@@ -4,8 +4,6 @@ double-texted run, a breakpoint continued)."""
 
 from __future__ import annotations
 
-from django.db import transaction
-
 from hitl.core import audit
 from hitl.core.live import events
 from hitl.core.models import HumanInterrupt, Thread
@@ -25,14 +23,13 @@ def announce_thread(
     when a rule already queued the next run and the thread is busy again).
     """
     status, thread_id, requester_id = thread.status, thread.pk, thread.requester_id
-    transaction.on_commit(
-        lambda: events.publish_thread_changed(
-            thread_id=thread_id,
-            status=status,
-            requester_id=requester_id,
-            run_end=run_end,
-            run_ended=run_ended,
-        )
+    events.send_event_on_commit(
+        events.publish_thread_changed,
+        thread_id=thread_id,
+        status=status,
+        requester_id=requester_id,
+        run_end=run_end,
+        run_ended=run_ended,
     )
 
 
@@ -53,7 +50,19 @@ def interrupts_withdraw(
         status=HumanInterrupt.Status.CANCELLED
     )
     if rows is None:
-        thread.interrupts.filter(undo_until__isnull=False).update(undo_until=None)
+        held = list(
+            thread.interrupts.filter(undo_until__isnull=False).values_list(
+                "pk", "reviewer_group_id"
+            )
+        )
+        thread.interrupts.filter(pk__in=[pk for pk, _ in held]).update(undo_until=None)
+        for pk, group_id in held:  # no longer undoable: messages offering Undo drop it
+            events.send_event_on_commit(
+                events.announce_interrupt_released,
+                thread_id=thread.pk,
+                interrupt_id=pk,
+                reviewer_group_id=group_id,
+            )
     detail = {**({"reason": reason} if reason else {}), **(data or {})} or None
     audit.audit_bulk(
         [
@@ -68,11 +77,10 @@ def interrupts_withdraw(
         ]
     )
     for row in pending:
-        transaction.on_commit(
-            lambda row=row: events.publish_interrupt_changed(
-                thread_id=thread.pk,
-                interrupt_id=row.pk,
-                reviewer_group_id=row.reviewer_group_id,
-                status="cancelled",
-            )
+        events.send_event_on_commit(
+            events.publish_interrupt_changed,
+            thread_id=thread.pk,
+            interrupt_id=row.pk,
+            reviewer_group_id=row.reviewer_group_id,
+            status="cancelled",
         )

@@ -17,12 +17,14 @@ from hitl.core.access.permissions import (
     user_can_run_thread,
     user_can_view_thread,
 )
-from hitl.core.db import statements
+from hitl.core.db import prepared, run_statements
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_storable
 from hitl.core.models import Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs import dispatch, multitask
+from hitl.core.runs.graphs import thread_graph_check
+from hitl.core.runs.options import Locked, RunOptions
 from hitl.core.runs.pauses import SUPERSEDED, announce_thread, interrupts_withdraw
 
 log = logging.getLogger(__name__)
@@ -41,51 +43,86 @@ def enqueue_on_commit(run: Run) -> None:
     transaction.on_commit(send)
 
 
-@retry_transient
-def run_start(
-    *,
-    graph: str,
-    input: Any,
-    user,
-    thread: Thread | None = None,
-    title: str = "",
-    reviewer_group: Group | None = None,
-    metadata: dict[str, Any] | None = None,
-    run_metadata: dict[str, Any] | None = None,
-    webhook: str = "",
-    checkpoint_id: str = "",
-    stream_modes: list[str] | None = None,
-    stream_subgraphs: bool = False,
-    thread_locked: bool = False,
-    run_config: dict[str, Any] | None = None,
-    run_context: dict[str, Any] | None = None,
-    supersede: bool = False,
-    multitask_strategy: str = "reject",
-    command: dict[str, Any] | None = None,
-    breakpoints: dict[str, Any] | None = None,
-    assistant_id: str = "",
-    assistant_version: int | None = None,
-) -> Run:
-    """Start a run: on a new thread, or on an existing idle/done/error thread.
-
-    A thread that has never run takes the run's graph (one created by the API first).
-    With `checkpoint_id` the run goes on from that earlier checkpoint of the thread (an
-    empty input continues it; an input is applied to its state), forking its history.
-    `thread_locked`: the caller read `thread` with select_for_update in its own
-    transaction, so it is current and is not read again. `supersede`: new input on a
-    paused thread withdraws its pending interrupts (as LangGraph Server goes on from new
-    input) instead of a 409. `multitask_strategy`: what a run in flight on the thread
-    becomes (hitl.core.runs.multitask): reject (409), interrupt, rollback or enqueue.
-    """
+def _start_input(graph: str, input: Any) -> dict[str, Any]:
+    """A start's graph and input, checked: a registered graph, a storable JSON object."""
     if graph not in registry.targets:
         raise Invalid(f"Unknown graph {graph!r}; registered: {', '.join(registry.names())}.")
     if input is None:
         input = {}
     if not isinstance(input, dict):
         raise Invalid("Run input must be a JSON object.")
+    check_storable(input, "Run input")
+    return input
+
+
+def _new_start(*, thread: Thread | None, input: dict[str, Any], user, options: RunOptions) -> Run:
+    return Run(
+        thread=thread,
+        kind=Run.Kind.START,
+        input=input,
+        **options.start_fields(),
+        created_by=user if user and user.is_authenticated else None,
+        dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
+    )
+
+
+def run_start_settled(
+    *, graph: str, input: Any, user, thread_id: Any, options: RunOptions
+) -> Run | None:
+    """Start a run on the user's own thread when it is neither busy nor paused and is on
+    `graph` (or has yet to run): what run_start does then, in one statement on
+    PostgreSQL. None when that is not the case (or on another database): the caller
+    then calls run_start with the thread locked, which handles every case.
+
+    Outside a transaction the statement commits alone; a fault during it is a fault at
+    a commit (see retry.met_while_committing).
+    """
+    input = _start_input(graph, input)
+    if not (user and user.is_authenticated and prepared.available()):
+        return None
+    run = _new_start(thread=None, input=input, user=user, options=options)
+    run.thread_id = thread_id
+    thread = run_statements.run_start_settled(
+        run=run, user_id=user.pk, thread_id=thread_id, graph=graph
+    )
+    if thread is None:
+        return None
+    announce_thread(thread)
+    enqueue_on_commit(run)
+    return run
+
+
+@retry_transient
+def run_start(
+    *,
+    graph: str,
+    input: Any,
+    user,
+    thread: Thread | Locked | None = None,
+    title: str = "",
+    reviewer_group: Group | None = None,
+    metadata: dict[str, Any] | None = None,
+    options: RunOptions | None = None,
+) -> Run:
+    """Start a run: on a new thread, or on an existing idle/done/error thread.
+
+    A new thread gets `title`, `reviewer_group` and `metadata`. A thread that has never
+    run takes the run's graph (one created by the API first). The run carries `options`:
+    with `options.checkpoint_id` it goes on from that earlier checkpoint of the thread
+    (an empty input continues it; an input is applied to its state), forking its
+    history; `options.supersede` and `options.multitask_strategy` say what becomes of a
+    paused thread's interrupts and of a run in flight. `thread` as `Locked(thread)`: the
+    caller read it with select_for_update in its own transaction, so it is current and
+    is not read again.
+    """
+    thread_locked = isinstance(thread, Locked)
+    if isinstance(thread, Locked):
+        thread = thread.thread
+    options = options or RunOptions()
+    multitask_strategy = options.multitask_strategy
+    input = _start_input(graph, input)
     if metadata is not None and not isinstance(metadata, dict):
         raise Invalid("Thread metadata must be a JSON object.")
-    check_storable(input, "Run input")
     check_storable(metadata, "Thread metadata")
     check_storable(title, "The title")
     # Checked before the transaction: a refusal leaves a caller's transaction usable.
@@ -111,24 +148,7 @@ def run_start(
                 metadata=metadata or {},
                 status=Thread.Status.BUSY,
             )
-        run = Run(
-            thread=thread,
-            kind=Run.Kind.START,
-            input=input,
-            metadata=run_metadata or {},
-            webhook=webhook,
-            checkpoint_id=checkpoint_id or "",
-            stream_modes=stream_modes or [],
-            stream_subgraphs=stream_subgraphs,
-            config=run_config or {},
-            context=run_context or {},
-            command=command or {},
-            breakpoints=breakpoints or {},
-            assistant_id=assistant_id,
-            assistant_version=assistant_version,
-            created_by=user if user and user.is_authenticated else None,
-            dispatched_at=timezone.now(),  # sent on commit; a failed send clears it
-        )
+        run = _new_start(thread=thread, input=input, user=user, options=options)
         if new_thread:
             run.save(force_insert=True)
         else:
@@ -137,7 +157,7 @@ def run_start(
                 run.thread = thread
             if not user_can_view_thread(user, thread):
                 raise NotFound("No such thread.")
-            if supersede and thread.status == Thread.Status.INTERRUPTED:
+            if options.supersede and thread.status == Thread.Status.INTERRUPTED:
                 interrupts_withdraw(thread=thread, user=user, reason=SUPERSEDED)
             elif thread.status == Thread.Status.BUSY and multitask_strategy == "enqueue":
                 run.multitask_strategy = "enqueue"
@@ -161,15 +181,15 @@ def run_start(
             # A thread that has never run takes the run's graph; one that ran keeps its own.
             bound, was = thread.graph, thread.status
             thread.graph, thread.status = graph, Thread.Status.BUSY
-            started = statements.run_insert_with_thread(
+            started = run_statements.run_insert_with_thread(
                 run=run,
                 thread=thread,
                 fields=["graph", "status", "updated_at"],
                 only_if_no_runs=bound != graph,
             )
-            if not started:
+            if not started:  # it has runs after all: the graph it ran is kept
                 thread.graph, thread.status = bound, was
-                raise Invalid(f"This thread runs graph {bound!r}, not {graph!r}.")
+                thread_graph_check(thread=thread, graph=graph, ran=True)
         announce_thread(thread)
         enqueue_on_commit(run)
     return run

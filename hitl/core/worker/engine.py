@@ -45,8 +45,8 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid: int | None = None
         self._atexit = False
-        self._saver: tuple[Any, Any, str] | None = None  # (loop, saver, url)
-        self._store: tuple[Any, Any, str] | None = None  # (loop, store, url)
+        self._saver: tuple[Any, Any, tuple] | None = None  # (loop, saver, (url, prepare))
+        self._store: tuple[Any, Any, tuple] | None = None  # (loop, store, (url, prepare))
 
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -88,25 +88,26 @@ class Engine:
     def saver(self) -> Any:
         """The async checkpointer runs stream with (bound to the engine's loop)."""
         loop = self.loop()
+        key = (settings.HITL_CHECKPOINT_URL, settings.HITL_DB_PREPARE)
         cached = self._saver
-        if cached is not None and cached[0] is loop and cached[2] == settings.HITL_CHECKPOINT_URL:
+        if cached is not None and cached[0] is loop and cached[2] == key:
             return cached[1]
         saver = self.call(
-            aget_checkpointer(settings.HITL_CHECKPOINT_URL, settings.HITL_CHECKPOINT_POOL_SIZE)
+            aget_checkpointer(key[0], settings.HITL_CHECKPOINT_POOL_SIZE, prepare=key[1])
         )
-        self._saver = (loop, saver, settings.HITL_CHECKPOINT_URL)
+        self._saver = (loop, saver, key)
         return saver
 
     def store(self) -> Any:
         """The async store graphs get (bound to the engine's loop), as LangGraph Server
         gives it: `get_store()` and the nodes' `store` argument."""
         loop = self.loop()
-        url = settings.HITL_STORE_URL or settings.HITL_CHECKPOINT_URL
+        key = (settings.HITL_STORE_URL or settings.HITL_CHECKPOINT_URL, settings.HITL_DB_PREPARE)
         cached = self._store
-        if cached is not None and cached[0] is loop and cached[2] == url:
+        if cached is not None and cached[0] is loop and cached[2] == key:
             return cached[1]
-        store = self.call(astore_for(url, settings.HITL_CHECKPOINT_POOL_SIZE))
-        self._store = (loop, store, url)
+        store = self.call(astore_for(key[0], settings.HITL_CHECKPOINT_POOL_SIZE, prepare=key[1]))
+        self._store = (loop, store, key)
         return store
 
     def shutdown(self, timeout: float = 5.0) -> None:

@@ -1,4 +1,4 @@
-"""Time travel: forking a new run from any step of a thread (its history: runs/history.py).
+"""Time travel: forking a new run from any step of a thread (its history: history/history.py).
 
 A fork is LangGraph's own: the run continues from a copy of the chosen checkpoint
 (optionally after a state edit written as that step's update), so the original branch
@@ -19,6 +19,7 @@ from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound, check_stora
 from hitl.core.models import AuditEvent, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs.graphs import checkpointer
+from hitl.core.runs.options import RunOptions
 from hitl.core.runs.start import run_start
 
 
@@ -93,8 +94,10 @@ def thread_fork(*, thread: Thread, user, checkpoint_id: str, values: Any = None)
             input={},
             user=user,
             thread=thread,
-            run_metadata={"forked_from": checkpoint_id, "forked_step": step, "edited_keys": edited},
-            checkpoint_id=start_from,
+            options=RunOptions(
+                metadata={"forked_from": checkpoint_id, "forked_step": step, "edited_keys": edited},
+                checkpoint_id=start_from,
+            ),
         )
         audit.audit_record(
             kind=AuditEvent.Kind.THREAD_FORKED,

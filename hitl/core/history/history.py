@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hitl.core.access.summary import args_summary, short
+from hitl.core.access.summary import args_changes, args_summary, short
 from hitl.core.errors import NotFound
+from hitl.core.history.branches import Branch, Branches, thread_branches
+from hitl.core.history.timetravel import _config, _graph
 from hitl.core.live.agui import jsonable
 from hitl.core.models import AuditEvent, HumanInterrupt, Thread
-from hitl.core.runs.branches import Branch, Branches, thread_branches
-from hitl.core.runs.timetravel import _config, _graph
 
 HISTORY_PAGE = 10
 MAX_CHECKPOINT_ID = 64
@@ -117,6 +117,14 @@ def _declined(row: HumanInterrupt) -> bool:
     return row.response_type == HumanInterrupt.ResponseType.RESPONSE and not asks
 
 
+def _edited_args(row: HumanInterrupt) -> Any | None:
+    """The args a reviewer's edit sent the tool (None when the answer was not an edit)."""
+    answer = row.response_args
+    if row.response_type != HumanInterrupt.ResponseType.EDIT or not isinstance(answer, dict):
+        return None
+    return answer.get("args", answer)
+
+
 def _label(step: Step, snapshot: Any, rows: dict[str, list[HumanInterrupt]]) -> None:
     values = snapshot.values if isinstance(snapshot.values, dict) else {}
     calls_by_id = _calls_by_id(values)
@@ -134,11 +142,17 @@ def _label(step: Step, snapshot: Any, rows: dict[str, list[HumanInterrupt]]) -> 
             ran = {call.name: call for call in step.calls}
             for row in found:
                 waiting = row.status == HumanInterrupt.Status.PENDING
+                edited = _edited_args(row)
+                if edited is not None:
+                    row.changed_args = args_changes(row.args, edited)
                 if row.action and row.action not in ran:
                     verb = "asks to run" if waiting else "asked to run"
                     step.calls.append(Call(row.action, args_summary(row.args), verb))
                 elif row.action and _declined(row):
                     ran[row.action].verb = "did not run"  # its result says why
+                elif row.action and edited is not None and ran[row.action].verb == "ran":
+                    # The model proposed other args: the tool ran with the reviewer's.
+                    ran[row.action].args = args_summary(edited)
     step.node = ", ".join(t.name for t in snapshot.tasks if t.name != "__start__")
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 import uuid
 import zoneinfo
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
@@ -18,15 +19,18 @@ from hitl.core import audit
 from hitl.core.access.permissions import (
     cron_list_for_user,
     user_can_run_thread,
+    user_can_start_runs,
     user_can_view_thread,
 )
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import Forbidden, Invalid, NotFound, ServiceError, check_storable
 from hitl.core.models import Cron, CronFire, Thread
-from hitl.core.runs.assistants import assistant_get
+from hitl.core.net.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.resources.assistants import assistant_get
 from hitl.core.runs.config import run_config_merge
+from hitl.core.runs.graphs import thread_graph_check
+from hitl.core.runs.options import RunOptions
 from hitl.core.runs.start import run_start
-from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,14 @@ def check_schedule(schedule: Any) -> str:
 def next_tick(schedule: str, zone_name: str, after: datetime) -> datetime:
     """The first tick of `schedule` (read in `zone_name`, else UTC) after `after`, in UTC."""
     zone = _zone(zone_name) or UTC
-    return croniter(schedule, after.astimezone(zone)).get_next(datetime).astimezone(UTC)
+    try:
+        return croniter(schedule, after.astimezone(zone)).get_next(datetime).astimezone(UTC)
+    except CroniterBadDateError:
+        # Valid syntax that names no real date (31 February): croniter finds no tick.
+        raise Invalid(
+            f"Cron schedule {schedule!r} never fires: no date matches it "
+            "(a day that month never has, such as 31 February)."
+        ) from None
 
 
 def _check_payload(payload: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +87,16 @@ def _check_payload(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+@dataclass(frozen=True)
+class CronTerms:
+    """When a cron fires besides its schedule, and what it is labelled with."""
+
+    timezone: str | None = None
+    end_time: datetime | None = None
+    enabled: bool = True
+    metadata: dict[str, Any] | None = None
+
+
 def cron_create(
     *,
     user,
@@ -83,13 +104,16 @@ def cron_create(
     schedule: Any,
     payload: dict[str, Any],
     thread_id: uuid.UUID | None = None,
-    end_time: datetime | None = None,
-    enabled: bool = True,
-    timezone: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    terms: CronTerms = CronTerms(),
 ) -> Cron:
     """Schedule runs of an assistant: on `thread_id` (which the user may run), or on a
     new thread each time."""
+    timezone, end_time, enabled, metadata = (
+        terms.timezone,
+        terms.end_time,
+        terms.enabled,
+        terms.metadata,
+    )
     assistant = assistant_get(assistant_id)
     schedule = check_schedule(schedule)
     _zone(timezone)
@@ -105,8 +129,7 @@ def cron_create(
                 "Only the thread's requester (or a user with the hitl.run_any_thread "
                 "permission) can schedule runs on it."
             )
-        if thread.runs.exists() and thread.graph != assistant.graph:
-            raise Invalid(f"This thread runs graph {thread.graph!r}, not {assistant.graph!r}.")
+        thread_graph_check(thread=thread, graph=assistant.graph)
     now = dj_timezone.now()
     with transaction.atomic():
         cron = Cron.objects.create(
@@ -212,6 +235,24 @@ def _fire(pk: uuid.UUID, now: datetime) -> int:
         )
         if cron is None:
             return 0
+        refused = _owner_refusal(cron)
+        if refused:
+            # The cron acts with its owner's rights at each tick: once they are gone it
+            # stops for good (re-enabling it is a deliberate act), and says why.
+            cron.enabled = False
+            cron.save(update_fields=["enabled", "updated_at"])
+            audit.audit_record(
+                kind=audit.Kind.CRON_DISABLED,
+                thread=cron.thread_id,
+                actor=cron.user,
+                data={
+                    "cron_id": str(cron.pk),
+                    "scheduled_for": cron.next_run_date,
+                    "reason": refused,
+                },
+            )
+            log.warning("cron %s stopped: %s", cron.pk, refused)
+            return 0
         tick = cron.next_run_date
         # Ticks missed while no beat ran are not made up: the next one after now.
         following = next_tick(cron.schedule, cron.timezone, max(now, tick))
@@ -245,6 +286,17 @@ def _fire(pk: uuid.UUID, now: datetime) -> int:
     return 1 if run is not None else 0
 
 
+def _owner_refusal(cron: Cron) -> str:
+    """Why the cron's owner may no longer start its runs ("" when they may)."""
+    if cron.user_id is None:
+        return ""  # made without an account: nobody's rights to lose
+    if not user_can_start_runs(cron.user):
+        return "its owner's account is no longer active"
+    if cron.thread is not None and not user_can_run_thread(cron.user, cron.thread):
+        return "its owner may no longer start runs on its thread"
+    return ""
+
+
 def _thread_metadata(cron: Cron, assistant) -> dict[str, Any]:
     metadata = {"cron_id": str(cron.pk), "graph_id": assistant.graph}
     if not assistant.is_default:
@@ -269,10 +321,12 @@ def _start(cron: Cron):
             thread=cron.thread,
             title=f"{assistant.name} (cron)",
             metadata=None if cron.thread_id else _thread_metadata(cron, assistant),
-            run_metadata={**(payload.get("metadata") or {}), "cron_id": str(cron.pk)},
-            webhook=payload.get("webhook") or "",
-            assistant_id="" if assistant.is_default else assistant.assistant_id,
-            assistant_version=None if assistant.is_default else assistant.version,
-            run_config=run_config,
-            run_context=run_context,
+            options=RunOptions(
+                metadata={**(payload.get("metadata") or {}), "cron_id": str(cron.pk)},
+                webhook=payload.get("webhook") or "",
+                config=run_config,
+                context=run_context,
+                assistant_id="" if assistant.is_default else assistant.assistant_id,
+                assistant_version=None if assistant.is_default else assistant.version,
+            ),
         )

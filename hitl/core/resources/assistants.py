@@ -175,19 +175,28 @@ def _audit(kind: str, row: Assistant, user) -> None:
     )
 
 
+@dataclass(frozen=True)
+class AssistantFields:
+    """What a client says of an assistant besides its graph (None: not given)."""
+
+    config: Any = None
+    context: Any = None
+    metadata: Any = None
+    name: str | None = None
+    description: str | None = None
+
+
 def assistant_create(
     *,
     user,
     graph: Any,
-    config: Any = None,
-    context: Any = None,
-    metadata: Any = None,
-    name: str | None = None,
-    description: str | None = None,
+    fields: AssistantFields = AssistantFields(),
     assistant_id: Any = None,
     if_exists: str = "raise",
 ) -> AssistantSpec:
     """Create an assistant at version 1 (`if_exists="do_nothing"` returns an existing one)."""
+    config, context, metadata = fields.config, fields.context, fields.metadata
+    name, description = fields.name, fields.description
     graph = _check_graph(graph)
     config, context = check_config(config), _check_context(context)
     metadata = _check_object(metadata, "metadata")
@@ -198,7 +207,10 @@ def assistant_create(
         pk = _as_uuid(assistant_id)
         if pk is None:
             raise Invalid("assistant_id must be a UUID.")
-        if str(pk) in {default_assistant_id(g) for g in registry.names()}:
+        defaults = {default_assistant_id(g): g for g in registry.names()}
+        if str(pk) in defaults:
+            if if_exists == "do_nothing":  # LangGraph Server returns the existing one
+                return _default(defaults[str(pk)])
             raise Conflict(f"Assistant {pk} already exists.")
         existing = Assistant.objects.filter(pk=pk).first()
         if existing is not None:

@@ -1,0 +1,1 @@
+"""A thread's past: its checkpoint history, its branches, and forking from any step."""

@@ -1,0 +1,1 @@
+"""Outbound addresses: which URLs webhooks and remote deployments may reach (a leaf)."""

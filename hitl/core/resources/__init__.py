@@ -1,0 +1,1 @@
+"""LangGraph Server's resources beside threads and runs: assistants, crons and the store."""

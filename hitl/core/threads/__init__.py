@@ -1,0 +1,1 @@
+"""Thread verbs that write: delete, prune, copy, update state; run delete and bulk cancel."""
