@@ -51,6 +51,7 @@ from hitl.core.live import agui
 from hitl.core.live.waiting import ThreadSubscription, fetch_run, released, run_events_of
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
+from hitl.core.runs.graphs import thread_graph_check
 
 log = logging.getLogger(__name__)
 
@@ -196,10 +197,7 @@ def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) ->
         if thread is not None:
             if not user_can_view_thread(user, thread):
                 raise errors.NotFound(f"Thread {body.thread_id} not found.")
-            if thread.graph != graph and thread.runs.exists():
-                raise errors.Invalid(
-                    f"Thread {body.thread_id} runs {thread.graph!r}, not {graph!r}."
-                )
+            thread_graph_check(thread=thread, graph=graph)
         if body.resume:
             if thread is None:
                 raise errors.NotFound(f"Thread {body.thread_id} has nothing to resume.")
@@ -222,8 +220,8 @@ def start_run(*, user, graph: str, body: RunAgentInput, thread_id: uuid.UUID) ->
                 user=user,
                 assistant_id=graph,
                 thread=thread,
-                new_thread_id=None if thread else thread_id,
                 input=_graph_input(thread, body),
+                request=lg_services.RunRequest(new_thread_id=None if thread else thread_id),
             )
         run.metadata = {**run.metadata, "agui": {"threadId": body.thread_id, "runId": body.run_id}}
         run.save(update_fields=["metadata"])

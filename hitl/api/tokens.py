@@ -86,7 +86,11 @@ class _EitherMode:
     cached user then costs no hop to a worker thread. On sync views (no running loop in
     this thread) the lookup runs directly."""
 
-    is_async = True
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Ninja sets `is_async` per instance from `authenticate` (sync here): without
+        # this, every async view would run the callback through sync_to_async.
+        self.is_async = True
 
     def _authenticate(self, request, key: str | None):
         user = user_for_key(key)

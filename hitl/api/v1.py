@@ -153,7 +153,7 @@ def interrupt_json(row: HumanInterrupt) -> dict[str, Any]:
         "responded_at": row.responded_at.isoformat() if row.responded_at else None,
         "undo_until": row.undo_until.isoformat() if row.undo_until else None,
         "created_at": row.created_at.isoformat(),
-        # Four-eyes and rules (see README "Four-eyes approvals" and "Decision rules").
+        # Four-eyes and rules (see docs/approvals.md).
         "approvals_required": row.approvals_required,
         "decided_by_rule": row.decided_by_rule or None,
     }
@@ -258,7 +258,7 @@ def thread_cancel(request, thread_id: uuid.UUID):
 
 @api.post(
     "/threads/{thread_id}/files",
-    response={201: dict, 400: Error, 403: Error, 404: Error, 413: Error},
+    response={201: dict, 400: Error, 403: Error, 404: Error, 413: Error, 503: Error},
 )
 def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile] = None):
     """Upload a file into the thread's /mnt/user-data/uploads (multipart field "file")."""
@@ -277,7 +277,7 @@ def thread_file_upload(request, thread_id: uuid.UUID, file: File[UploadedFile] =
     return Status(201, stored)
 
 
-@api.get("/threads/{thread_id}/files", response={200: None, 400: Error, 404: Error})
+@api.get("/threads/{thread_id}/files", response={200: None, 400: Error, 404: Error, 503: Error})
 def thread_file_download(request, thread_id: uuid.UUID, path: str):
     """Download one of the thread's files by virtual path (always as an attachment)."""
     return storage.thread_file_response(thread=_thread_for(request, thread_id), path=path)

@@ -20,11 +20,11 @@ from typing import Any, Literal
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Query
+from ninja import NinjaAPI, Query, Router
 from ninja.security import SessionAuth
 
 from hitl.api.errors import ERRORS, BoundedParser, install_error_handlers
-from hitl.api.langgraph import assistants, crons, protocol_v2, serializers, state, thread_verbs
+from hitl.api.langgraph import assistants, crons, protocol_v2, serializers, threads
 from hitl.api.langgraph import services as lg_services
 from hitl.api.langgraph import store as lg_store
 from hitl.api.langgraph.run_create import create_run
@@ -33,37 +33,22 @@ from hitl.api.langgraph.run_http import (
     name_run,
     query_modes,
     run_modes,
+    stream_began,
     stream_response,
     wait_seconds,
     waiting_response,
 )
-from hitl.api.langgraph.schemas import (
-    MAX_OFFSET,
-    CheckpointIn,
-    HistoryIn,
-    PruneIn,
-    RunCreateIn,
-    RunField,
-    RunsCancelIn,
-    StateCheckpointIn,
-    StateUpdateIn,
-    ThreadCountIn,
-    ThreadCreateIn,
-    ThreadPatchIn,
-    ThreadSearchIn,
-    refuse_unsupported,
-)
+from hitl.api.langgraph.schemas import MAX_OFFSET, RunCreateIn, RunField, RunsCancelIn
 from hitl.api.langgraph.streaming import STREAM_MODES
+from hitl.api.langgraph.threads import SELECT_QUERY, thread_for
 from hitl.api.sse import sse_response
 from hitl.api.tokens import TokenBearer, TokenHeader
 from hitl.core import errors
-from hitl.core.access.permissions import thread_list_for_user, user_can_view_thread
 from hitl.core.db.retry import retry_transient
-from hitl.core.errors import check_storable
 from hitl.core.live.events import RunEnd
 from hitl.core.live.waiting import ThreadSubscription, released, wait_for_run
-from hitl.core.models import Run, Thread
-from hitl.core.runs.assistants import assistant_get
+from hitl.core.models import Run
+from hitl.core.threads import verbs as thread_verbs
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +80,12 @@ api = NinjaAPI(
 
 
 install_error_handlers(api, auth_hint="send an API token (x-api-key: …).")
+# URL patterns are matched in mount order (path ids are plain strings, so a literal
+# path must come before the id that would take it): the meta routes (the default
+# router's), then the threads', then the runs' below, then the rest.
+run_routes = Router()
+api.add_router("/threads", threads.router)
+api.add_router("", run_routes)
 api.add_router("/assistants", assistants.router)
 api.add_router("/store", lg_store.router)
 api.add_router("/runs/crons", crons.router)
@@ -105,16 +96,8 @@ api.add_router("/threads", protocol_v2.router)
 
 
 @retry_transient  # reads: safe to repeat
-def _thread_for(request: HttpRequest, thread_id: uuid.UUID) -> Thread:
-    thread = Thread.objects.filter(pk=thread_id).one_or_none()
-    if thread is None or not user_can_view_thread(request.user, thread):
-        raise errors.NotFound(f"Thread {thread_id} not found.")
-    return thread
-
-
-@retry_transient
 def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> Run:
-    thread = _thread_for(request, thread_id)
+    thread = thread_for(request, thread_id)
     run = Run.objects.select_related("thread").filter(pk=run_id, thread=thread).one_or_none()
     if run is None:
         raise errors.NotFound(f"Run {run_id} not found.")
@@ -123,7 +106,7 @@ def _run_for(request: HttpRequest, thread_id: uuid.UUID, run_id: uuid.UUID) -> R
 
 @retry_transient
 def _latest_run(request: HttpRequest, thread_id: uuid.UUID) -> Run | None:
-    return _thread_for(request, thread_id).runs.order_by("-created_at").first()
+    return thread_for(request, thread_id).runs.order_by("-created_at").first()
 
 
 # A thread stream also takes "run_modes": the modes its run was started with.
@@ -131,11 +114,11 @@ THREAD_STREAM_MODES = (*STREAM_MODES, "run_modes")
 
 # Repeated `?stream_mode=` query parameters (a list would otherwise be read from a body).
 MODES_QUERY = Query(None)
-SELECT_QUERY = Query(None)
 
 
 async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless: bool):
     thread_id = thread_id or uuid.uuid4()
+    began = await stream_began(request, thread_id)
     # Listen before the run exists: its first events cannot be missed.
     sub = await ThreadSubscription(thread_id).open()
     try:
@@ -145,7 +128,13 @@ async def _start_and_stream(request, body: RunCreateIn, thread_id, *, stateless:
         raise
     gone = body.on_disconnect == "cancel"
     return await stream_response(
-        request, sub, run, body.stream_mode, cancel_on_disconnect=gone, whole_run=True
+        request,
+        sub,
+        run,
+        body.stream_mode,
+        cancel_on_disconnect=gone,
+        whole_run=True,
+        began_after=began,
     )
 
 
@@ -229,178 +218,10 @@ def ok(request):
     return {"ok": True}
 
 
-# --- threads --------------------------------------------------------------------
-
-
-@api.post("/threads", response={200: dict, **ERRORS}, tags=["threads"])
-def threads_create(request, body: ThreadCreateIn):
-    refuse_unsupported(ttl=body.ttl, supersteps=body.supersteps)
-    metadata = dict(body.metadata or {})
-    if body.graph_id:
-        metadata["graph_id"] = body.graph_id
-    # One INSERT: a fault rolls it back, so it is repeated (with the same id, if any).
-    thread = retry_transient(lg_services.thread_create)(
-        user=request.user, thread_id=body.thread_id, metadata=metadata, if_exists=body.if_exists
-    )
-    return serializers.thread_json(thread)
-
-
-def _threads_query(request, metadata: dict[str, Any] | None, status: str | None):
-    check_storable(metadata, "metadata")
-    qs = thread_list_for_user(request.user)
-    if status:
-        qs = qs.filter(status__in=serializers.THREAD_STATUS_FILTER[status])
-    for key, value in (metadata or {}).items():
-        if key == "graph_id":
-            qs = qs.filter(graph=value)
-        elif key == "assistant_id":
-            try:
-                assistant = assistant_get(str(value))
-            except errors.NotFound:
-                qs = qs.none()
-            else:
-                qs = (
-                    qs.filter(graph=assistant.graph)
-                    if assistant.is_default
-                    else qs.filter(metadata__assistant_id=assistant.assistant_id)
-                )
-        elif not key.isidentifier():
-            raise errors.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
-        else:
-            # A key lookup per entry works on SQLite and Postgres alike.
-            qs = qs.filter(**{f"metadata__{key}": value})
-    return qs
-
-
-@api.post("/threads/search", response={200: list[dict], **ERRORS}, tags=["threads"])
-def threads_search(request, body: ThreadSearchIn):
-    refuse_unsupported(values=body.values, extract=body.extract)
-    qs = _threads_query(request, body.metadata, body.status)
-    if body.ids:
-        qs = qs.filter(pk__in=body.ids)
-    field = {"thread_id": "id"}.get(body.sort_by or "updated_at", body.sort_by or "updated_at")
-    qs = qs.order_by(f"-{field}" if body.sort_order != "asc" else field, "id")
-    page = qs[body.offset : body.offset + body.limit]
-    if body.select is None or {"values", "interrupts"} & set(body.select):
-        page = serializers.with_pending(page)
-        found = [serializers.thread_json(t) for t in page]
-    else:  # no state asked for: none read
-        found = [serializers.thread_json(t, with_values=False) for t in page]
-    return [serializers.selected(t, body.select) for t in found]
-
-
-@api.post("/threads/count", response={200: int, **ERRORS}, tags=["threads"])
-def threads_count(request, body: ThreadCountIn):
-    refuse_unsupported(values=body.values)
-    return _threads_query(request, body.metadata, body.status).count()
-
-
-# Before /threads/{thread_id}, which would take "prune" for a thread id.
-@api.post("/threads/prune", response={200: dict, **ERRORS}, tags=["threads"])
-def threads_prune(request, body: PruneIn):
-    ids, strategy = body.thread_ids, body.strategy
-    pruned = thread_verbs.threads_prune(user=request.user, thread_ids=ids, strategy=strategy)
-    return {"pruned_count": pruned}
-
-
-@api.get("/threads/{thread_id}", response={200: dict, **ERRORS}, tags=["threads"])
-def thread_get(request, thread_id: uuid.UUID, include: str = ""):
-    # `include` asks for optional fields; LangGraph's only one is `ttl`, which HITL's
-    # threads never have (a thread TTL is refused), so there is nothing to add.
-    return serializers.thread_json(_thread_for(request, thread_id))
-
-
-@api.patch("/threads/{thread_id}", response={200: dict, 204: None, **ERRORS}, tags=["threads"])
-def thread_patch(request, thread_id: uuid.UUID, body: ThreadPatchIn):
-    refuse_unsupported(ttl=body.ttl)
-    thread = lg_services.thread_update(
-        thread=_thread_for(request, thread_id), user=request.user, metadata=body.metadata
-    )
-    if request.headers.get("Prefer") == "return=minimal":
-        return 204, None  # langgraph_sdk's return_minimal, as LangGraph Server answers it
-    return serializers.thread_json(thread)
-
-
-@api.get("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
-def thread_state(
-    request, thread_id: uuid.UUID, subgraphs: bool = False, select: list[str] | None = SELECT_QUERY
-):
-    found = state.thread_state(_thread_for(request, thread_id), subgraphs=subgraphs)
-    return state.state_selected(found, select)
-
-
-@api.post("/threads/{thread_id}/state", response={200: dict, **ERRORS}, tags=["threads"])
-def thread_state_update(request, thread_id: uuid.UUID, body: StateUpdateIn):
-    """Update the state as `as_node`; values null as node __end__ is the Agent Inbox's
-    "mark as resolved": it withdraws the pending interrupts, like cancelling in the UI."""
-    return thread_verbs.thread_update_state(
-        thread=_thread_for(request, thread_id),
-        user=request.user,
-        values=body.values,
-        as_node=body.as_node,
-        checkpoint_id=body.checkpoint_id or getattr(body.checkpoint, "checkpoint_id", None),
-    )
-
-
-@api.delete("/threads/{thread_id}", response={204: None, **ERRORS}, tags=["threads"])
-def thread_delete(request, thread_id: uuid.UUID):
-    thread_verbs.thread_delete(thread=_thread_for(request, thread_id), user=request.user)
-    return 204, None
-
-
-@api.post("/threads/{thread_id}/copy", response={200: dict, **ERRORS}, tags=["threads"])
-def thread_copy(request, thread_id: uuid.UUID):
-    copy = thread_verbs.thread_copy(thread=_thread_for(request, thread_id), user=request.user)
-    return serializers.thread_json(copy)
-
-
-@api.post("/threads/{thread_id}/state/checkpoint", response={200: dict, **ERRORS}, tags=["threads"])
-def thread_state_at_post(request, thread_id: uuid.UUID, body: StateCheckpointIn):
-    thread = _thread_for(request, thread_id)
-    found = state.thread_state(thread, body.checkpoint.checkpoint_id, subgraphs=body.subgraphs)
-    return state.state_selected(found, body.select)
-
-
-@api.get(
-    "/threads/{thread_id}/state/{checkpoint_id}", response={200: dict, **ERRORS}, tags=["threads"]
-)
-def thread_state_at(
-    request,
-    thread_id: uuid.UUID,
-    checkpoint_id: str,
-    subgraphs: bool = False,
-    select: list[str] | None = SELECT_QUERY,
-):
-    found = state.thread_state(_thread_for(request, thread_id), checkpoint_id, subgraphs=subgraphs)
-    return state.state_selected(found, select)
-
-
-@api.post("/threads/{thread_id}/history", response={200: list[dict], **ERRORS}, tags=["threads"])
-def thread_history(request, thread_id: uuid.UUID, body: HistoryIn):
-    thread = _thread_for(request, thread_id)
-    before = body.before.checkpoint_id if isinstance(body.before, CheckpointIn) else body.before
-    history = state.thread_history(
-        thread,
-        limit=body.limit,
-        before=before,
-        metadata=body.metadata,
-        checkpoint_ns=body.checkpoint.checkpoint_ns if body.checkpoint else "",
-        checkpoint_id=body.checkpoint.checkpoint_id if body.checkpoint else None,
-    )
-    return [state.state_selected(s, body.select) for s in history]
-
-
-@api.get("/threads/{thread_id}/history", response={200: list[dict], **ERRORS}, tags=["threads"])
-def thread_history_get(
-    request, thread_id: uuid.UUID, limit: int = Query(10, ge=1, le=1000), before: str | None = None
-):
-    return state.thread_history(_thread_for(request, thread_id), limit=limit, before=before)
-
-
 # --- runs -----------------------------------------------------------------------
 
 
-@api.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
+@run_routes.post("/threads/{thread_id}/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: RunCreateIn):
     run = create_run(request, body, thread_id, stateless=False)
     name_run(request, response, run)
@@ -408,7 +229,7 @@ def runs_create(request, response: HttpResponse, thread_id: uuid.UUID, body: Run
     return serializers.run_json(run)
 
 
-@api.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
+@run_routes.post("/runs", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
     run = create_run(request, body, None, stateless=True)
     name_run(request, response, run)
@@ -417,12 +238,12 @@ def runs_create_stateless(request, response: HttpResponse, body: RunCreateIn):
 
 # Literal paths before /runs/{run_id}: path ids are plain strings (validated as UUIDs
 # by the schema, so a bad id is a JSON 422, not an HTML 404), matched in this order.
-@api.post("/threads/{thread_id}/runs/wait", response={200: dict, **ERRORS}, tags=["runs"])
+@run_routes.post("/threads/{thread_id}/runs/wait", response={200: dict, **ERRORS}, tags=["runs"])
 async def runs_wait(request, thread_id: uuid.UUID, body: RunCreateIn):
     return await _start_and_wait(request, body, thread_id, stateless=False)
 
 
-@api.post(
+@run_routes.post(
     "/threads/{thread_id}/runs/stream",
     response={200: dict, **ERRORS},
     tags=["runs"],
@@ -432,7 +253,7 @@ async def runs_stream(request, thread_id: uuid.UUID, body: RunCreateIn):
     return await _start_and_stream(request, body, thread_id, stateless=False)
 
 
-@api.get("/threads/{thread_id}/runs", response={200: list[dict], **ERRORS}, tags=["runs"])
+@run_routes.get("/threads/{thread_id}/runs", response={200: list[dict], **ERRORS}, tags=["runs"])
 def runs_list(
     request,
     thread_id: uuid.UUID,
@@ -442,7 +263,7 @@ def runs_list(
     | None = None,
     select: list[RunField] | None = SELECT_QUERY,
 ):
-    thread = _thread_for(request, thread_id)
+    thread = thread_for(request, thread_id)
     runs = thread.runs.order_by("-created_at")
     if status:
         runs = runs.filter(status__in=serializers.RUN_STATUS_FILTER[status])
@@ -451,24 +272,26 @@ def runs_list(
 
 
 # Before /threads/{thread_id}/runs/{run_id}, which would take "crons" for a run id.
-@api.post("/threads/{thread_id}/runs/crons", response={200: dict, **ERRORS}, tags=["crons"])
+@run_routes.post("/threads/{thread_id}/runs/crons", response={200: dict, **ERRORS}, tags=["crons"])
 def thread_crons_create(request, thread_id: uuid.UUID, body: crons.CronCreateIn):
     """Schedule runs of an assistant on this thread (a tick while it is busy is skipped)."""
     return crons.create_cron(request, body, thread_id)
 
 
-@api.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])
+@run_routes.get("/threads/{thread_id}/runs/{run_id}", response={200: dict, **ERRORS}, tags=["runs"])
 def runs_get(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     return serializers.run_json(_run_for(request, thread_id, run_id))
 
 
-@api.delete("/threads/{thread_id}/runs/{run_id}", response={204: None, **ERRORS}, tags=["runs"])
+@run_routes.delete(
+    "/threads/{thread_id}/runs/{run_id}", response={204: None, **ERRORS}, tags=["runs"]
+)
 def runs_delete(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     thread_verbs.run_delete(run=_run_for(request, thread_id, run_id), user=request.user)
     return 204, None
 
 
-@api.post("/runs/cancel", response={204: None, **ERRORS}, tags=["runs"])
+@run_routes.post("/runs/cancel", response={204: None, **ERRORS}, tags=["runs"])
 def runs_cancel_many(
     request, body: RunsCancelIn, action: Literal["interrupt", "rollback"] = "interrupt"
 ):
@@ -476,7 +299,7 @@ def runs_cancel_many(
         raise errors.Invalid("Send either status, or thread_id with run_ids, not both.")
     if not body.status and not (body.thread_id and body.run_ids):
         raise errors.Invalid("Send status, or thread_id with run_ids.")
-    thread = _thread_for(request, body.thread_id) if body.thread_id else None
+    thread = thread_for(request, body.thread_id) if body.thread_id else None
     if action == "rollback":
         if thread is None:
             raise errors.Invalid("Rollback names its runs: send thread_id with run_ids.")
@@ -489,7 +312,7 @@ def runs_cancel_many(
     return 204, None
 
 
-@api.post(
+@run_routes.post(
     "/threads/{thread_id}/runs/{run_id}/cancel", response={200: dict, **ERRORS}, tags=["runs"]
 )
 def runs_cancel(
@@ -506,7 +329,7 @@ def runs_cancel(
     return serializers.run_json(run)
 
 
-@api.get(
+@run_routes.get(
     "/threads/{thread_id}/runs/{run_id}/join",
     response={200: dict, **ERRORS},
     tags=["runs"],
@@ -523,7 +346,7 @@ async def runs_join(request, thread_id: uuid.UUID, run_id: uuid.UUID):
     )
 
 
-@api.get(
+@run_routes.get(
     "/threads/{thread_id}/runs/{run_id}/stream",
     response={200: dict, **ERRORS},
     tags=["runs"],
@@ -537,6 +360,7 @@ async def runs_join_stream(
     cancel_on_disconnect: bool = False,
 ):
     stream_mode = query_modes(stream_mode)
+    began = await stream_began(request, thread_id)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_run_for)(request, thread_id, run_id)
@@ -544,11 +368,16 @@ async def runs_join_stream(
         await sub.close()
         raise
     return await stream_response(
-        request, sub, run, stream_mode, cancel_on_disconnect=cancel_on_disconnect
+        request,
+        sub,
+        run,
+        stream_mode,
+        cancel_on_disconnect=cancel_on_disconnect,
+        began_after=began,
     )
 
 
-@api.get(
+@run_routes.get(
     "/threads/{thread_id}/stream",
     response={200: dict, **ERRORS},
     tags=["threads"],
@@ -562,6 +391,7 @@ async def threads_join_stream(
     """Follow the thread's current run (or its latest one) in the requested modes;
     `run_modes` (langgraph_sdk's default) in the modes that run was started with."""
     stream_mode = query_modes(stream_mode, THREAD_STREAM_MODES)
+    began = await stream_began(request, thread_id)
     sub = await ThreadSubscription(thread_id).open()
     try:
         run = await released(_latest_run)(request, thread_id)
@@ -572,14 +402,14 @@ async def threads_join_stream(
         raise
     if stream_mode and "run_modes" in stream_mode:
         stream_mode = [m for m in stream_mode if m != "run_modes"] + await run_modes(run)
-    return await stream_response(request, sub, run, stream_mode)
+    return await stream_response(request, sub, run, stream_mode, began_after=began)
 
 
 # A batch is one request: bounded like any other body.
 MAX_BATCH = 100
 
 
-@api.post("/runs/batch", response={200: list[dict], **ERRORS}, tags=["runs"])
+@run_routes.post("/runs/batch", response={200: list[dict], **ERRORS}, tags=["runs"])
 def runs_create_batch(request, body: list[RunCreateIn]):
     """Start several stateless runs (each on a new thread): all of them, or none."""
     if not 0 < len(body) <= MAX_BATCH:
@@ -589,11 +419,13 @@ def runs_create_batch(request, body: list[RunCreateIn]):
     return [serializers.run_json(run) for run in runs]
 
 
-@api.post("/runs/wait", response={200: dict, **ERRORS}, tags=["runs"])
+@run_routes.post("/runs/wait", response={200: dict, **ERRORS}, tags=["runs"])
 async def runs_wait_stateless(request, body: RunCreateIn):
     return await _start_and_wait(request, body, None, stateless=True)
 
 
-@api.post("/runs/stream", response={200: dict, **ERRORS}, tags=["runs"], openapi_extra=SSE_RESPONSE)
+@run_routes.post(
+    "/runs/stream", response={200: dict, **ERRORS}, tags=["runs"], openapi_extra=SSE_RESPONSE
+)
 async def runs_stream_stateless(request, body: RunCreateIn):
     return await _start_and_stream(request, body, None, stateless=True)

@@ -1,5 +1,5 @@
 """The assistants of the LangGraph-compatible API: each registered graph's default one,
-and stored, versioned ones (hitl/core/runs/assistants.py)."""
+and stored, versioned ones (hitl/core/resources/assistants.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from hitl.api.langgraph.schemas import (
 from hitl.core import errors
 from hitl.core.errors import check_storable
 from hitl.core.registry import registry
-from hitl.core.runs.assistants import (
+from hitl.core.resources.assistants import (
+    AssistantFields,
     assistant_create,
     assistant_delete,
     assistant_get,
@@ -30,9 +31,10 @@ from hitl.core.runs.assistants import (
     assistant_update,
     assistant_versions,
 )
-from hitl.core.runs.assistants import (
+from hitl.core.resources.assistants import (
     assistant_graph as graph_of,
 )
+from hitl.core.runs.graphs import checkpointer
 
 router = Router()
 
@@ -53,11 +55,13 @@ def assistant_create_view(request, body: AssistantCreateIn):
         assistant_create(
             user=request.user,
             graph=body.graph_id,
-            config=body.config,
-            context=body.context,
-            metadata=body.metadata,
-            name=body.name,
-            description=body.description,
+            fields=AssistantFields(
+                config=body.config,
+                context=body.context,
+                metadata=body.metadata,
+                name=body.name,
+                description=body.description,
+            ),
             assistant_id=body.assistant_id,
             if_exists=body.if_exists or "raise",
         )
@@ -133,8 +137,6 @@ def assistant_set_latest_view(request, assistant_id: str, body: AssistantLatestI
 
 
 def _compiled(assistant_id: str):
-    from hitl.core.runs.graphs import checkpointer
-
     name = graph_of(assistant_id)
     try:
         return registry.get(name, checkpointer())

@@ -12,14 +12,17 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.http import HttpResponse
-from ninja import Field, Router, Schema
+from ninja import Field, Router
 
 from hitl.api.errors import ERRORS
+from hitl.api.langgraph.schemas import ObjectBody
 from hitl.core import errors
 from hitl.core.access.permissions import cron_list_for_user
+from hitl.core.db.json_contains import JSONContains
 from hitl.core.errors import check_storable
 from hitl.core.models import Cron
-from hitl.core.runs.crons import (
+from hitl.core.resources.crons import (
+    CronTerms,
     cron_create,
     cron_delete,
     cron_for_user,
@@ -47,7 +50,7 @@ CronField = Literal[
 ]
 
 
-class CronRunIn(Schema):
+class CronRunIn(ObjectBody):
     input: Any = None
     metadata: dict[str, Any] | None = None
     config: dict[str, Any] | None = None
@@ -76,7 +79,7 @@ class CronPatchIn(CronRunIn):
     schedule: str | None = Field(None, max_length=200)
 
 
-class CronCountIn(Schema):
+class CronCountIn(ObjectBody):
     assistant_id: str | None = Field(None, max_length=100)
     thread_id: uuid.UUID | None = None
     metadata: dict[str, Any] | None = None
@@ -173,10 +176,12 @@ def create_cron(request, body: CronCreateIn, thread_id: uuid.UUID | None) -> dic
         schedule=body.schedule,
         payload=_payload(body),
         thread_id=thread_id,
-        end_time=body.end_time,
-        enabled=True if body.enabled is None else body.enabled,
-        timezone=body.timezone,
-        metadata=body.metadata,
+        terms=CronTerms(
+            timezone=body.timezone,
+            end_time=body.end_time,
+            enabled=True if body.enabled is None else body.enabled,
+            metadata=body.metadata,
+        ),
     )
     return cron_json(cron)
 
@@ -187,19 +192,30 @@ def crons_create(request, body: CronCreateIn):
     return create_cron(request, body, None)
 
 
+class AssistantIdError(errors.ServiceError):
+    status_code = 422  # LangGraph Server's answer to a non-UUID assistant_id here
+
+
 def _filtered(request, body: CronCountIn):
     check_storable(body.metadata, "metadata")
     crons = cron_list_for_user(request.user)
     if body.assistant_id:
+        try:
+            uuid.UUID(body.assistant_id)
+        except ValueError:
+            # As LangGraph Server: a cron stores its assistant's id, never a graph name.
+            raise AssistantIdError(
+                f"assistant_id must be an assistant's UUID, not {body.assistant_id!r}; "
+                "a graph's default assistant has one too (assistants.search(graph_id=...))."
+            ) from None
         crons = crons.filter(assistant_id=body.assistant_id)
     if body.thread_id:
         crons = crons.filter(thread_id=body.thread_id)
     if body.enabled is not None:
         crons = crons.filter(enabled=body.enabled)
-    for key, value in (body.metadata or {}).items():
-        if not key.isidentifier():
-            raise errors.Invalid(f"Unsupported metadata key {key!r} (use plain names).")
-        crons = crons.filter(**{f"metadata__{key}": value})
+    if body.metadata:
+        # Containment, as LangGraph Server filters: the keys are data, never lookups.
+        crons = crons.filter(JSONContains("metadata", body.metadata))
     return crons
 
 

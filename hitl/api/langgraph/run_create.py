@@ -105,24 +105,27 @@ def _create_run_once(
     checkpoint_id = lg_services.checkpoint_id_of(body.checkpoint_id, body.checkpoint)
     # Only the fields the client sent: `command: {}` must not read as `{"resume": null}`.
     command = body.command.dict(exclude_unset=True) if body.command is not None else None
+    sent = lg_services.RunRequest(
+        webhook=body.webhook,
+        checkpoint_id=checkpoint_id,
+        stream_modes=run_stream_modes(body.stream_mode),
+        stream_subgraphs=body.stream_subgraphs,
+        config=body.config,
+        context=body.context,
+        breakpoints={"before": body.interrupt_before, "after": body.interrupt_after},
+        multitask_strategy=body.multitask_strategy or "reject",
+        headers=configurable_headers(request),
+        lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
+        new_thread_id=thread_id if stateless else None,
+        if_not_exists=body.if_not_exists,
+    )
     return lg_services.run_create(
         user=request.user,
         assistant_id=body.assistant_id,
         # A thread's run is created under the thread's lock, read once for all of it.
         thread_id=None if stateless else thread_id,
-        if_not_exists=body.if_not_exists,
-        new_thread_id=thread_id if stateless else None,
         input=body.input,
         command=command,
         metadata=body.metadata,
-        config=body.config,
-        breakpoints={"before": body.interrupt_before, "after": body.interrupt_after},
-        multitask_strategy=body.multitask_strategy or "reject",
-        context=body.context,
-        webhook=body.webhook,
-        checkpoint_id=checkpoint_id,
-        stream_modes=run_stream_modes(body.stream_mode),
-        stream_subgraphs=body.stream_subgraphs,
-        lenient=request.headers.get(LENIENT_HEADER, "").strip().lower() in ("1", "true", "yes"),
-        headers=configurable_headers(request),
+        request=sent,
     )

@@ -156,6 +156,15 @@ def cancel_when_gone(run_id, user) -> None:
     in_background(partial(released(_cancel_if_running), run_id, user))
 
 
+async def stream_began(request, thread_id) -> str | None:
+    """Where in the thread's event log a new stream begins: read before it subscribes,
+    so every part it may get comes after. None for a resumed stream (it sends no
+    metadata, whose id this is)."""
+    if request.headers.get("Last-Event-ID"):
+        return None
+    return await sync_to_async(eventlog.last_entry)(thread_id)
+
+
 async def stream_response(
     request,
     sub: ThreadSubscription,
@@ -164,6 +173,7 @@ async def stream_response(
     *,
     cancel_on_disconnect=False,
     whole_run=False,
+    began_after: str | None = None,
 ) -> StreamingHttpResponse:
     last_event_id = request.headers.get("Last-Event-ID") or None
     on_disconnect = None
@@ -182,6 +192,7 @@ async def stream_response(
             last_event_id=last_event_id,
             on_disconnect=on_disconnect,
             whole_run=whole_run,
+            began_after=began_after,
         ),
         content_type="text/event-stream",
     )

@@ -6,6 +6,7 @@ import uuid
 from typing import Any, Literal
 
 from ninja import Field, Schema
+from pydantic import model_validator
 
 from hitl.api.langgraph.streaming import STREAM_MODES
 from hitl.core import errors
@@ -41,7 +42,7 @@ RunField = Literal[
     "multitask_strategy",
 ]
 
-# Parameters of LangGraph Server that HITL refuses rather than ignore, and why (README).
+# Parameters of LangGraph Server that HITL refuses rather than ignore, and why (docs/langgraph-api.md).
 UNSUPPORTED = {
     "ttl": "thread TTLs are not supported: HITL keeps threads with their audit trail "
     "(delete them with threads.delete).",
@@ -88,7 +89,19 @@ AssistantField = Literal[
 ]
 
 
-class AssistantCountIn(Schema):
+class ObjectBody(Schema):
+    """A body that must be a JSON object. ninja's Schema reads attributes, so a list, a
+    string, a number or null would otherwise pass as an empty body (an empty change)."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _object_only(cls, values, handler, info):
+        if not isinstance(values, dict | Schema):
+            raise ValueError("The body must be a JSON object.")
+        return handler(values)
+
+
+class AssistantCountIn(ObjectBody):
     graph_id: str | None = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
@@ -102,7 +115,7 @@ class AssistantSearchIn(AssistantCountIn):
     select: list[AssistantField] | None = None
 
 
-class AssistantCreateIn(Schema):
+class AssistantCreateIn(ObjectBody):
     graph_id: str
     assistant_id: str | None = None
     config: dict[str, Any] | None = None
@@ -113,7 +126,7 @@ class AssistantCreateIn(Schema):
     description: str | None = Field(None, max_length=10_000)
 
 
-class AssistantPatchIn(Schema):
+class AssistantPatchIn(ObjectBody):
     graph_id: str | None = None
     config: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
@@ -122,13 +135,13 @@ class AssistantPatchIn(Schema):
     description: str | None = Field(None, max_length=10_000)
 
 
-class AssistantVersionsIn(Schema):
+class AssistantVersionsIn(ObjectBody):
     metadata: dict[str, Any] | None = None
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
 
-class AssistantLatestIn(Schema):
+class AssistantLatestIn(ObjectBody):
     version: int = Field(..., ge=1)
 
 
@@ -137,7 +150,7 @@ class ThreadCreateIn(Schema):
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     graph_id: str | None = None
-    ttl: Any = None  # refused (README: what HITL refuses)
+    ttl: Any = None  # refused (docs/langgraph-api.md: what HITL refuses)
     supersteps: Any = None  # refused
 
 

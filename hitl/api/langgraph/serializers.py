@@ -12,7 +12,7 @@ from hitl.api.langgraph.services import assistant_id_for
 from hitl.core.db.retry import retry_transient
 from hitl.core.errors import error_line
 from hitl.core.models import HumanInterrupt, Run, Thread
-from hitl.core.runs.assistants import AssistantSpec
+from hitl.core.resources.assistants import AssistantSpec
 
 # Ours -> LangGraph's (ThreadStatus has no "done"; RunStatus has no "queued"/"cancelled").
 THREAD_STATUS = {
@@ -84,11 +84,37 @@ def interrupts_map(
         if row.interrupt_id in seen:
             continue
         seen.add(row.interrupt_id)
-        item: dict[str, Any] = {"value": row.raw_value, "id": row.interrupt_id}
+        value = row.raw_value
+        if row.kind == HumanInterrupt.Kind.HITL_REQUEST:
+            value = with_inbox_arguments(value)
+        item: dict[str, Any] = {"value": value, "id": row.interrupt_id}
         if row.response_schema:
             item["response_schema"] = row.response_schema
         out.setdefault(tasks.get(row.interrupt_id, row.interrupt_id), []).append(item)
     return out
+
+
+def with_inbox_arguments(value: Any) -> Any:
+    """A LangChain middleware pause with each action request's `args` also under
+    `arguments`, for `Thread.interrupts` only.
+
+    The released Agent Inbox (langchain-ai/agent-inbox, `normalizeInterrupt` in
+    `contexts/utils.ts`) reads a request's args from `arguments`, the name LangChain's
+    drafts used, and lists threads from `Thread.interrupts`: without the copy it shows
+    the pause with no args, so Edit has nothing to edit and Accept approves what the card
+    never showed. Every other reader (Agent Chat UI, useStream, Studio, HITL itself, the
+    middleware on resume) reads `args` and ignores the extra key. State, history and
+    streams keep the graph's own value, as LangGraph Server shows it.
+    """
+    if not isinstance(value, dict) or not isinstance(value.get("action_requests"), list):
+        return value
+    requests = [
+        {**r, "arguments": r["args"]}
+        if isinstance(r, dict) and "args" in r and "arguments" not in r
+        else r
+        for r in value["action_requests"]
+    ]
+    return {**value, "action_requests": requests}
 
 
 def with_pending(qs):

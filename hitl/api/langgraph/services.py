@@ -8,6 +8,8 @@ nothing the UI would not.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -19,16 +21,18 @@ from hitl.core.access.permissions import (
     user_can_run_thread,
     user_can_view_thread,
 )
-from hitl.core.db import statements
+from hitl.core.db import locked_reads
 from hitl.core.db.retry import retry_transient
 from hitl.core.decisions.resume import resume_command
 from hitl.core.errors import check_storable
 from hitl.core.models import Run, Thread
+from hitl.core.net.webhook_urls import WebhookNotAllowed, webhook_check_url
 from hitl.core.registry import registry
+from hitl.core.resources.assistants import assistant_get, default_assistant_id
 from hitl.core.runs import multitask
-from hitl.core.runs.assistants import assistant_get, default_assistant_id
 from hitl.core.runs.config import run_config_merge
-from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.runs.graphs import checkpointer, thread_graph_check
+from hitl.core.runs.options import Locked, RunOptions
 
 # A registered graph's default assistant id (the graph name works too).
 assistant_id_for = default_assistant_id
@@ -100,59 +104,67 @@ def thread_update(*, thread: Thread, user, metadata: Any) -> Thread:
     return thread
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """What a client sent for a run besides its input, command and metadata, unchecked:
+    run_create checks it and builds the run's RunOptions from it once.
+
+    `new_thread_id`: the id a thread created for the run gets; `if_not_exists="create"`
+    creates a missing `thread_id`. `lenient` reads edits' strings as their schema's
+    types; `headers` go into the run's `configurable` as LangGraph Server copies them.
+    """
+
+    webhook: str | None = None
+    checkpoint_id: str | None = None
+    stream_modes: Sequence[str] | None = None
+    stream_subgraphs: bool = False
+    config: Any = None
+    context: Any = None
+    breakpoints: Mapping[str, Any] | None = None
+    multitask_strategy: str = "reject"
+    headers: Mapping[str, str] | None = None
+    lenient: bool = False
+    new_thread_id: uuid.UUID | None = None
+    if_not_exists: str | None = None
+
+
 def run_create(
     *,
     user,
     assistant_id: str,
     thread: Thread | None = None,
-    new_thread_id: uuid.UUID | None = None,
+    thread_id: uuid.UUID | None = None,
     input: Any = None,
     command: dict[str, Any] | None = None,
     metadata: Any = None,
-    webhook: str | None = None,
-    lenient: bool = False,
-    checkpoint_id: str | None = None,
-    stream_modes: list[str] | None = None,
-    stream_subgraphs: bool = False,
-    thread_id: uuid.UUID | None = None,
-    if_not_exists: str | None = None,
-    config: Any = None,
-    context: Any = None,
-    multitask_strategy: str = "reject",
-    breakpoints: dict[str, Any] | None = None,
-    headers: dict[str, str] | None = None,
+    request: RunRequest = RunRequest(),
 ) -> Run:
     """Start a run (input) or resume the thread (command={"resume": ...}).
 
-    Without `thread`, a thread is created (with `new_thread_id` when given). With
-    `thread_id` instead, the thread is read and locked in this call's transaction (a
-    thread the user cannot see is a 404; `if_not_exists="create"` creates a missing
+    Without `thread`, a thread is created (with `request.new_thread_id` when given).
+    With `thread_id` instead, the thread is read and locked in this call's transaction
+    (a thread the user cannot see is a 404; `if_not_exists="create"` creates a missing
     one). The whole call is one transaction: a refused resume leaves no thread behind.
     """
     assistant = assistant_get(assistant_id)
     graph = assistant.graph
-    # The run keeps the assistant's version it started with (its config and context).
-    on_assistant = {
-        "assistant_id": "" if assistant.is_default else assistant.assistant_id,
-        "assistant_version": None if assistant.is_default else assistant.version,
-    }
     metadata = _check_metadata(metadata)
     base_config, base_context = dict(assistant.config), dict(assistant.context)
     run_config, run_context = run_config_merge(
-        config=config,
-        context=context,
+        config=request.config,
+        context=request.context,
         assistant_config=base_config,
         assistant_context=base_context,
-        headers=headers,
+        headers=dict(request.headers) if request.headers is not None else None,
     )
     check_storable(input, "input")
     check_storable(command, "command")
-    if webhook:
+    if request.webhook:
         try:
-            webhook_check_url(webhook)
+            webhook_check_url(request.webhook)
         except WebhookNotAllowed as exc:
             raise errors.Invalid(str(exc)) from None
-    breakpoints = check_breakpoints(graph, breakpoints)
+    breakpoints = check_breakpoints(graph, request.breakpoints)
     steer: dict[str, Any] = {}
     if command is not None:
         steer = check_command(graph, command)
@@ -162,12 +174,43 @@ def run_create(
         if input not in (None, {}, [], ""):
             raise errors.Invalid("Send either input or command, not both.")
         input = None
+    options = RunOptions(
+        metadata=metadata,
+        webhook=request.webhook or "",
+        stream_modes=tuple(request.stream_modes or ()),
+        stream_subgraphs=request.stream_subgraphs,
+        config=run_config,
+        context=run_context,
+        command=steer,
+        breakpoints=breakpoints,  # a client's resume too: only its own
+        # The run keeps the assistant's version it started with (its config and context).
+        assistant_id="" if assistant.is_default else assistant.assistant_id,
+        assistant_version=None if assistant.is_default else assistant.version,
+        multitask_strategy=request.multitask_strategy,
+        supersede=True,
+    )
+    checkpoint_id = request.checkpoint_id
+    new_thread_id = request.new_thread_id
+    if (
+        thread_id is not None
+        and command is None
+        and input is not None
+        and not checkpoint_id
+        and assistant.is_default
+    ):
+        # The common start (the user's own thread, settled): one statement, no
+        # transaction around it. Any other case: None, and the locked path below.
+        run = runs.run_start_settled(
+            graph=graph, input=input, user=user, thread_id=thread_id, options=options
+        )
+        if run is not None:
+            return run
     with transaction.atomic():
         locked = False
         if thread_id is not None:
             # Read once, locked: the run's start or the answers need the lock anyway.
-            thread = statements.thread_locked(thread_id)
-            if thread is None and if_not_exists == "create":
+            thread = locked_reads.thread_locked(thread_id)
+            if thread is None and request.if_not_exists == "create":
                 new_thread_id = thread_id
             elif thread is None or not user_can_view_thread(user, thread):
                 raise errors.NotFound(f"Thread {thread_id} not found.")
@@ -204,52 +247,36 @@ def run_create(
             # runs nothing. On a copy of it, so a new pause has new interrupt ids (the
             # pending ones are superseded). A thread with no checkpoint starts afresh.
             checkpoint_id = head_checkpoint_id(thread) or ""
+        held = Locked(thread) if locked else thread
         if command is None or "resume" not in command:
             return runs.run_start(
-                breakpoints=breakpoints,
-                command=steer,
                 graph=graph,
                 input=input,
                 user=user,
-                thread=thread,
-                run_metadata=metadata,
-                webhook=webhook or "",
-                checkpoint_id=checkpoint_id or "",
-                stream_modes=stream_modes,
-                stream_subgraphs=stream_subgraphs,
-                thread_locked=locked,
-                **on_assistant,
-                run_config=run_config,
-                run_context=run_context,
-                supersede=True,
-                multitask_strategy=multitask_strategy,
+                thread=held,
+                options=replace(options, checkpoint_id=checkpoint_id or ""),
             )
-        if thread.graph != graph:
-            raise errors.Invalid(f"This thread runs graph {thread.graph!r}, not {graph!r}.")
-        fields = {"metadata": metadata, "webhook": webhook or "", **on_assistant}
-        if config is not None or context is not None or base_config or base_context:
-            # Else the resume inherits the paused run's (as a reviewer's answer does).
-            fields.update(config=run_config, context=run_context)
-        if stream_modes:
-            fields.update(stream_modes=stream_modes, stream_subgraphs=stream_subgraphs)
-        if steer:
-            fields["command"] = steer
-        fields["breakpoints"] = breakpoints  # a client's resume: only its own
+        thread_graph_check(thread=thread, graph=graph, ran=True)  # a paused thread ran
+        if (
+            request.config is None
+            and request.context is None
+            and not base_config
+            and not base_context
+        ):
+            # The resume inherits the paused run's (as a reviewer's answer does).
+            options = replace(options, config=None, context=None)
         return resume_command(
-            thread=thread,
+            thread=held,
             user=user,
             resume=command["resume"],
-            run_fields=fields,
-            lenient=lenient,
-            thread_locked=locked,
+            options=options,
+            lenient=request.lenient,
         )
 
 
 def check_command(graph: str, command: dict[str, Any]) -> dict[str, Any]:
     """A command's `goto` and `update` (its resume aside), checked: a goto names nodes of
     the graph (or __end__), or sends {"node", "input"} to one."""
-    from hitl.core.runs.graphs import checkpointer
-
     steer = {k: command[k] for k in ("goto", "update") if command.get(k) is not None}
     goto = steer.get("goto")
     if goto is not None:
@@ -269,8 +296,6 @@ def check_command(graph: str, command: dict[str, Any]) -> dict[str, Any]:
 
 def check_breakpoints(graph: str, breakpoints: dict[str, Any] | None) -> dict[str, Any]:
     """interrupt_before / interrupt_after: "*" or nodes of the graph."""
-    from hitl.core.runs.graphs import checkpointer
-
     out = {k: v for k, v in (breakpoints or {}).items() if v not in (None, [])}
     if not out:
         return {}
@@ -294,8 +319,6 @@ def checkpoint_id_of(checkpoint_id: str | None, checkpoint: Any) -> str | None:
 
 def check_checkpoint(thread: Thread, checkpoint_id: Any) -> None:
     """Refuse a checkpoint id that is not one of this thread's checkpoints."""
-    from hitl.core.runs.graphs import checkpointer
-
     check_storable(checkpoint_id, "checkpoint_id")
     if not isinstance(checkpoint_id, str) or not 0 < len(checkpoint_id) <= 64:
         raise errors.Invalid("checkpoint_id must be a checkpoint id of this thread.")
@@ -332,8 +355,6 @@ def _run_rollback(*, run: Run, user) -> Run:
 
 def head_checkpoint_id(thread: Thread) -> str | None:
     """The id of the thread's latest checkpoint (what useStream names in a resume)."""
-    from hitl.core.runs.graphs import checkpointer
-
     config = {"configurable": {"thread_id": str(thread.pk), "checkpoint_ns": ""}}
     latest = checkpointer().get_tuple(config)
     return latest.config["configurable"].get("checkpoint_id") if latest else None

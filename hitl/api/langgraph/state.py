@@ -2,38 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from hitl.core import errors
 from hitl.core.errors import check_storable
 from hitl.core.live.agui import jsonable
 from hitl.core.models import Thread
-from hitl.core.registry import registry
-
-log = logging.getLogger(__name__)
+from hitl.core.runs.graphs import thread_config, thread_graph
 
 
-def _graph(thread: Thread):
-    from hitl.core.runs.graphs import checkpointer
-
-    if thread.graph not in registry.targets:
-        return None
-    try:
-        return registry.get(thread.graph, checkpointer())
-    except Exception:  # a graph that no longer imports: the thread still reads, stateless
-        log.exception("graph %r of thread %s cannot be loaded", thread.graph, thread.pk)
-        return None
-
-
-def _config(thread: Thread, checkpoint_id: str | None = None, ns: str = "") -> dict[str, Any]:
-    configurable: dict[str, Any] = {"thread_id": str(thread.pk), "checkpoint_ns": ns}
-    if checkpoint_id:
-        configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable}
-
-
-def _checkpoint(config: dict[str, Any] | None) -> dict[str, Any] | None:
+def checkpoint_json(config: dict[str, Any] | None) -> dict[str, Any] | None:
     if not config:
         return None
     c = config.get("configurable") or {}
@@ -53,7 +31,7 @@ def _interrupts(items) -> list[dict[str, Any]]:
 
 def snapshot_json(thread: Thread, snapshot) -> dict[str, Any]:
     """A LangGraph StateSnapshot as the API's ThreadState."""
-    checkpoint = _checkpoint(snapshot.config) or {
+    checkpoint = checkpoint_json(snapshot.config) or {
         "thread_id": str(thread.pk),
         "checkpoint_ns": "",
         "checkpoint_id": None,
@@ -83,7 +61,7 @@ def snapshot_json(thread: Thread, snapshot) -> dict[str, Any]:
         "checkpoint": checkpoint,
         "metadata": jsonable(snapshot.metadata or {}),
         "created_at": snapshot.created_at,
-        "parent_checkpoint": _checkpoint(snapshot.parent_config),
+        "parent_checkpoint": checkpoint_json(snapshot.parent_config),
         "tasks": tasks,
         "interrupts": _interrupts(snapshot.interrupts),
     }
@@ -153,10 +131,10 @@ def thread_state(
     thread: Thread, checkpoint_id: str | None = None, *, subgraphs: bool = False
 ) -> dict[str, Any]:
     check_storable(checkpoint_id, "checkpoint_id")
-    graph = _graph(thread)
+    graph = thread_graph(thread)
     if graph is None:
         return _empty(thread)
-    snapshot = graph.get_state(_config(thread, checkpoint_id), subgraphs=subgraphs)
+    snapshot = graph.get_state(thread_config(thread, checkpoint_id), subgraphs=subgraphs)
     if checkpoint_id and not snapshot.config.get("configurable", {}).get("checkpoint_id"):
         raise errors.NotFound(f"No checkpoint {checkpoint_id!r} on this thread.")
     if not snapshot.values and not snapshot.next and snapshot.created_at is None:
@@ -166,10 +144,10 @@ def thread_state(
 
 def thread_values(thread: Thread) -> tuple[Any, dict[str, str]]:
     """The thread's current values and a map LangGraph interrupt id -> task id."""
-    graph = _graph(thread)
+    graph = thread_graph(thread)
     if graph is None:
         return {}, {}
-    snapshot = graph.get_state(_config(thread))
+    snapshot = graph.get_state(thread_config(thread))
     tasks = {i.id: task.id for task in snapshot.tasks or () for i in task.interrupts or ()}
     return (jsonable(snapshot.values) if snapshot.values is not None else {}), tasks
 
@@ -186,12 +164,12 @@ def thread_history(
     """The thread's checkpoints, newest first; `checkpoint_id` lists that one only, as
     LangGraph's checkpointers list a config naming one."""
     check_storable([before, metadata, checkpoint_ns, checkpoint_id], "The history filter")
-    graph = _graph(thread)
+    graph = thread_graph(thread)
     if graph is None:
         return []
-    before_config = _config(thread, before, checkpoint_ns) if before else None
+    before_config = thread_config(thread, before, checkpoint_ns) if before else None
     history = graph.get_state_history(
-        _config(thread, checkpoint_id, checkpoint_ns),
+        thread_config(thread, checkpoint_id, checkpoint_ns),
         filter=metadata or None,
         before=before_config,
         limit=limit,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -69,12 +70,26 @@ def in_background(make: Callable[[], Awaitable[Any]]) -> None:
     task.add_done_callback(_disconnects.discard)
 
 
+def _stop_if_client_left() -> None:
+    """Raise CancelledError if the request's task was told to stop (Django cancels it
+    when the client disconnects). Asked, not only caught: an await running at that
+    moment may have swallowed the CancelledError (asgiref's sync_to_async waits for its
+    thread and returns the result), leaving only the task's count of cancel requests."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 # The id of the closing values part: a client back with it has had the whole run.
 FINAL_ID = "final"
 # Last-Event-ID "-1": from the run's start (the JS SDK's rejoin); the log's first entry.
 FROM_START = "-1"
 FIRST_ENTRY = "0-0"
-# After the database says the run ended, how long to wait for its last events.
+# The metadata part's id is "<the log's last entry before the stream began>#*": a client
+# back with it has had no part yet (langgraph_sdk reconnects without Last-Event-ID when
+# no part had an id, and would get metadata again and only what is live from then on).
+WHOLE_ENTRY = "*"
+_EVERY_PART = sys.maxsize
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
@@ -258,13 +273,29 @@ def _with_id(part: bytes, event_id: str) -> bytes:
 
 
 def _parse_last_id(last_event_id: str | None) -> tuple[str, int] | None:
-    """'<log entry id>#<part>' -> (entry id, part index); anything else -> None."""
+    """'<log entry id>#<part>' -> (entry id, part index); '<entry id>#*' (a metadata
+    part's) -> (entry id, past its last part); anything else -> None."""
     if not last_event_id:
         return None
     seq, _, index = last_event_id.partition("#")
-    if eventlog.is_entry_id(seq) and index.isdigit():
+    if not eventlog.is_entry_id(seq):
+        return None
+    if index == WHOLE_ENTRY:
+        return seq, _EVERY_PART
+    if index.isdigit():
         return seq, int(index)
     return None
+
+
+def _starts_in(logged: list[tuple[str, dict[str, Any]]], run: Run) -> bool:
+    """Whether run `run`'s entries in `logged` begin at its RUN_STARTED: it is there, or
+    the run had not started when the stream was opened (entries before it are another
+    run's). Else the run had started before the first of them: they are its."""
+    run_id = str(run.pk)
+    started_here = any(
+        event.get("type") == "RUN_STARTED" and event.get("runId") == run_id for _, event in logged
+    )
+    return started_here or run.status == Run.Status.QUEUED
 
 
 def _of_run(
@@ -295,6 +326,7 @@ async def run_events(
     last_event_id: str | None = None,
     on_disconnect: Callable[[], Awaitable[Any]] | None = None,
     whole_run: bool = False,
+    began_after: str | None = None,
 ) -> AsyncIterator[bytes]:
     """Stream one run until it ends (or `timeout`), then close `sub`.
 
@@ -307,6 +339,9 @@ async def run_events(
     Every part from a logged event has the id `<log entry id>#<n>`; a client that comes
     back with `last_event_id` (a web restart, a dropped connection) gets what followed
     it, from the thread's event log, then the live rest: nothing missed, nothing twice.
+    `began_after` is the log's last entry before the stream subscribed (None: the log's
+    start): the metadata part's id names it, so a client that had only metadata comes
+    back to every part after it (for a stream of the whole run, from the run's start).
     """
     run_id = str(run.pk)
     over = False
@@ -316,13 +351,24 @@ async def run_events(
     # "-1" (useStream's rejoin after a reload): everything, from the run's start.
     from_start = last_event_id == FROM_START
     resume_from = (FIRST_ENTRY, -1) if from_start else _parse_last_id(last_event_id)
+    # Back with a metadata part's id: the client has had nothing of the log.
+    only_metadata = resume_from is not None and resume_from[1] == _EVERY_PART
+    # Whether a read of the log from resume_from (or the log's start) starts at the run's
+    # RUN_STARTED, earlier entries being another run's.
+    log_from_start = resume_from is None or from_start
     try:
         await sync_to_async(eventlog.mark_resumable)(run.thread_id, run_id, modes)
+        _stop_if_client_left()  # the client may have left while the view ran
         if last_event_id == FINAL_ID:
             return  # the client has had everything, the final values included
         seen: tuple[int, int] | None = None
         if resume_from is None or from_start:
-            yield sse("metadata", {"run_id": run_id, "attempt": max(run.attempts, 1)})
+            mark = FIRST_ENTRY if from_start else began_after or FIRST_ENTRY
+            yield sse(
+                "metadata",
+                {"run_id": run_id, "attempt": max(run.attempts, 1)},
+                f"{mark}#{WHOLE_ENTRY}",
+            )
             if translate.approximate:
                 current = await fetch_run(run_id)
                 graph = current.thread.graph if current else ""
@@ -330,12 +376,14 @@ async def run_events(
         if resume_from is not None:
             # Replay what the log holds after the client's last part, up to the run's end.
             seq, index = resume_from
-            if not from_start:
+            if not from_start and not only_metadata:
                 translate.last_values = await sync_to_async(_paused_values)(
                     run.thread_id, run_id, seq
                 )
             logged = await sync_to_async(eventlog.read_from)(run.thread_id, seq)
-            for entry, event in _of_run(logged, run_id, from_start=from_start):
+            if only_metadata:
+                log_from_start = _starts_in(logged, run)
+            for entry, event in _of_run(logged, run_id, from_start=log_from_start):
                 seen = eventlog.order(entry)
                 sent.add(entry)
                 for n, part in enumerate(_parts(translate, event)):
@@ -343,6 +391,7 @@ async def run_events(
                         yield _with_id(part, f"{entry}#{n}")
         last_sent = time.monotonic()
         async for event in run_events_of(sub, run_id, timeout):
+            _stop_if_client_left()
             if event is None:
                 if time.monotonic() - last_sent > KEEPALIVE_SECONDS:
                     last_sent = time.monotonic()
@@ -362,11 +411,12 @@ async def run_events(
             # From the client's last part, or the run's start.
             first = resume_from[0] if resume_from else FIRST_ENTRY
             logged = await sync_to_async(eventlog.read_from)(run.thread_id, first)
-            for entry, event in _of_run(logged, run_id, from_start=first == FIRST_ENTRY):
+            for entry, event in _of_run(logged, run_id, from_start=log_from_start):
                 if entry in sent:
                     continue
                 for n, part in enumerate(_parts(translate, event)):
                     yield _with_id(part, f"{entry}#{n}")
+        _stop_if_client_left()
         over = True  # whatever follows, the client did not leave before the run's end
         final = await fetch_run(run_id)
         if final is None:
