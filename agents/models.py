@@ -32,6 +32,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict
 
+from agents.tools.files import is_transient
+
 SCRIPTED = "scripted"
 SCRIPTED_LABEL = "scripted demo model"
 
@@ -56,8 +58,6 @@ def reply(text: str = "", *calls: tuple[str, dict[str, Any]]) -> AIMessage:
 
 def latest_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The messages after the last user message."""
-    from agents.tools.files import is_transient
-
     for index in range(len(messages) - 1, -1, -1):
         if isinstance(messages[index], HumanMessage) and not is_transient(messages[index]):
             return list(messages[index + 1 :])
@@ -70,8 +70,6 @@ def tool_results(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
 
 
 def latest_request(messages: Sequence[BaseMessage]) -> str:
-    from agents.tools.files import is_transient
-
     for message in reversed(messages):
         if isinstance(message, HumanMessage) and not is_transient(message):
             return message.text

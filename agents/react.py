@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -57,22 +57,8 @@ def _with_prompt(prompt: Prompt | None, state: dict[str, Any], messages: list[Ba
     return list(prompt({**state, "messages": messages}))
 
 
-def build_react_agent(
-    model: BaseChatModel,
-    tools: Sequence[BaseTool | Callable[..., Any]] = (),
-    *,
-    prompt: Prompt | None = None,
-    pre_model_hook: Callable[..., Any] | Runnable | None = None,
-    post_model_hook: Callable[..., Any] | Runnable | None = None,
-    response_format: type[BaseModel] | None = None,
-    reviewer_groups: Sequence[str] | None = None,
-    builtin_tools: bool = True,
-    default_request: str | None = None,
-    state_schema: type = AgentState,
-    name: str = "agent",
-    checkpointer: Any = None,
-):
-    """Build and compile the agent graph.
+class AgentOptions(TypedDict, total=False):
+    """What shapes a ReAct agent besides its model and tools (all optional).
 
     - `pre_model_hook` runs before every model call and may return
       {"llm_input_messages": [...]} to send the model other messages than the history
@@ -80,8 +66,41 @@ def build_react_agent(
     - `response_format`: a pydantic model for the structured final result (the
       `finish` tool takes it as its arguments).
     - `reviewer_groups`: the allow-list the agent may route its interrupts to.
+    - `builtin_tools`: add the built-in tools (default True).
     - `default_request`: the user message when a run starts with no input at all.
     """
+
+    prompt: Prompt | None
+    pre_model_hook: Callable[..., Any] | Runnable | None
+    post_model_hook: Callable[..., Any] | Runnable | None
+    response_format: type[BaseModel] | None
+    reviewer_groups: Sequence[str] | None
+    builtin_tools: bool
+    default_request: str | None
+    state_schema: type
+    name: str
+    checkpointer: Any
+
+
+def build_react_agent(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool | Callable[..., Any]] = (),
+    **options: Unpack[AgentOptions],
+):
+    """Build and compile the agent graph (see AgentOptions)."""
+    unknown = sorted(set(options) - set(AgentOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"build_react_agent() got unknown option(s): {', '.join(unknown)}")
+    prompt = options.get("prompt")
+    pre_model_hook = options.get("pre_model_hook")
+    post_model_hook = options.get("post_model_hook")
+    response_format = options.get("response_format")
+    reviewer_groups = options.get("reviewer_groups")
+    builtin_tools = options.get("builtin_tools", True)
+    default_request = options.get("default_request")
+    state_schema = options.get("state_schema", AgentState)
+    name = options.get("name", "agent")
+    checkpointer = options.get("checkpointer")
     all_tools: list[BaseTool | Callable[..., Any]] = [
         *(BUILTIN_TOOLS if builtin_tools else []),
         *tools,

@@ -6,6 +6,7 @@ import ast
 import importlib
 import inspect
 import re
+import threading
 from typing import Any
 
 from langgraph.graph import StateGraph
@@ -31,21 +32,44 @@ def _first_paragraph(text: str | None) -> str:
     return re.sub(r"\s+", " ", paragraph)
 
 
-def _attribute_docstring(module: Any, attr: str) -> str:
-    """The string literal right after `attr = ...` at module level (as Sphinx reads it)."""
+# ast.parse is not safe across threads on CPython 3.11 (concurrent first requests of a
+# fresh web process got "SystemError: AST constructor recursion depth mismatch"): each
+# module is parsed once, by one thread at a time, and its attribute docstrings kept.
+_parse_lock = threading.Lock()
+_docstrings: dict[str, dict[str, str]] = {}
+
+
+def _attribute_docstrings(module: Any) -> dict[str, str]:
+    """Each module-level name's docstring: the string literal right after `name = ...`
+    (as Sphinx reads it)."""
+    found = _docstrings.get(module.__name__)
+    if found is not None:
+        return found
+    with _parse_lock:
+        found = _docstrings.get(module.__name__)
+        if found is None:
+            found = _docstrings[module.__name__] = _read_attribute_docstrings(module)
+    return found
+
+
+def _read_attribute_docstrings(module: Any) -> dict[str, str]:
     try:
         body = ast.parse(inspect.getsource(module)).body
     except (OSError, TypeError, SyntaxError):
-        return ""
+        return {}
+    found: dict[str, str] = {}
     for node, after in zip(body, body[1:], strict=False):
         if not isinstance(node, ast.Assign | ast.AnnAssign):
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
-            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
-                return str(after.value.value) if isinstance(after.value.value, str) else ""
-            return ""
-    return ""
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id not in found:
+                docstring = ""
+                if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                    value = after.value.value
+                    docstring = value if isinstance(value, str) else ""
+                found[target.id] = docstring
+    return found
 
 
 def describe(target: str) -> str:
@@ -63,7 +87,7 @@ def describe(target: str) -> str:
     if inspect.isfunction(obj) and obj.__doc__:
         return _first_paragraph(obj.__doc__)
     if "." not in attr:
-        own = _attribute_docstring(module, attr)
+        own = _attribute_docstrings(module).get(attr, "")
         if own:
             return _first_paragraph(own)
     return _first_paragraph(module.__doc__)
@@ -94,6 +118,7 @@ class GraphRegistry:
     def __init__(self, targets: dict[str, str]):
         self.targets = dict(targets)
         self._loaded: dict[tuple[str, int, int], Pregel] = {}
+        self._lock = threading.RLock()
 
     def names(self) -> list[str]:
         return sorted(self.targets)
@@ -102,7 +127,12 @@ class GraphRegistry:
         if name not in self.targets:
             raise UnknownGraph(f"Unknown graph {name!r}; registered: {', '.join(self.names())}.")
         key = (name, id(checkpointer), id(store))
-        if key not in self._loaded:
-            target = import_target(self.targets[name])
-            self._loaded[key] = with_checkpointer(target, checkpointer, store)
-        return self._loaded[key]
+        loaded = self._loaded.get(key)
+        if loaded is not None:
+            return loaded
+        # A worker's first runs ask together: the graph (or its factory) is built once.
+        with self._lock:
+            if key not in self._loaded:
+                target = import_target(self.targets[name])
+                self._loaded[key] = with_checkpointer(target, checkpointer, store)
+            return self._loaded[key]

@@ -10,13 +10,14 @@ the default HITL_MODEL ("scripted") a deterministic script drives the tools.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
-from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain.agents import AgentState, create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware, before_agent
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langgraph.graph.message import add_messages
 
-from agents.graphs.demo import RECIPIENT, send_email, write_sales_table
+from agents.graphs.demo import DEFAULT_REQUEST, RECIPIENT, send_email, write_sales_table
 from agents.models import get_model, reply, tool_results
 
 QUARTER = "Q4 2025"
@@ -65,12 +66,27 @@ def v1_script(messages: list[BaseMessage], tools: list[str]) -> AIMessage:
     return reply(f"The email was not sent; the reviewer answered: {email.text}")
 
 
+class V1State(AgentState):
+    """create_agent's state, whose input may leave out `messages` (as `demo`'s may)."""
+
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+
+
+@before_agent
+def default_request(state: V1State, runtime: Any) -> dict[str, Any] | None:
+    """A run started with no message asks for the report, as `demo` does."""
+    if state.get("messages"):
+        return None
+    return {"messages": [HumanMessage(DEFAULT_REQUEST)]}
+
+
 def build_agent_v1(model: Any = None, *, checkpointer: Any = None):
     return create_agent(
         model if model is not None else get_model(script=v1_script),
         [write_sales_table, send_email],
         system_prompt=PROMPT,
-        middleware=[HumanInTheLoopMiddleware(interrupt_on=INTERRUPT_ON)],
+        middleware=[default_request, HumanInTheLoopMiddleware(interrupt_on=INTERRUPT_ON)],
+        state_schema=V1State,
         checkpointer=checkpointer,
         name="demo_v1",
     )

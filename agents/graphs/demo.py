@@ -210,10 +210,6 @@ for _tool in (write_sales_table, draw_sales_chart, send_email):
 
 send_email_with_approval = require_approval(
     send_email,
-    allow_accept=True,
-    allow_edit=True,
-    allow_respond=True,
-    allow_ignore=True,
     editable=("to", "subject"),
     description=(
         "The agent wants to **send an email** to {to} with the subject *{subject}*. "

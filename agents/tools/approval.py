@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import string
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,6 +43,10 @@ from agents.tools.base import escape_md, read_human_response, state_value
 
 APPROVAL_KEY = "hitl_approval"
 DEFAULT_DESCRIPTION = "The agent wants to run **{tool}**. Check the arguments before it runs."
+
+
+# LangGraph's HumanInterruptConfig: the decisions a reviewer may take.
+CONFIG_KEYS = ("allow_accept", "allow_edit", "allow_respond", "allow_ignore")
 
 
 @dataclass(frozen=True)
@@ -71,28 +75,31 @@ class ApprovalPolicy:
 def require_approval(
     tool: BaseTool | Callable[..., Any],
     *,
-    allow_accept: bool = True,
-    allow_edit: bool = True,
-    allow_respond: bool = True,
-    allow_ignore: bool = True,
+    config: Mapping[str, bool] | None = None,
     description: str = DEFAULT_DESCRIPTION,
     editable: Sequence[str] | None = None,
     reviewer_group: str | None = None,
     expires_in: float | None = None,
 ) -> BaseTool:
-    """Return a copy of `tool` that needs a reviewer's decision before each call."""
+    """Return a copy of `tool` that needs a reviewer's decision before each call.
+
+    `config` is LangGraph's HumanInterruptConfig, or the part of it that differs from
+    allowing every decision (`{"allow_edit": False}`).
+    """
     base = tool if isinstance(tool, BaseTool) else as_tool(tool)
-    if not any((allow_accept, allow_edit, allow_respond, allow_ignore)):
+    allowed = {name: True for name in CONFIG_KEYS}
+    unknown = sorted(set(config or {}) - set(CONFIG_KEYS))
+    if unknown:
+        raise ValueError(f"Unknown approval config key(s) {', '.join(unknown)}; use {CONFIG_KEYS}.")
+    allowed.update({name: bool(value) for name, value in (config or {}).items()})
+    if not any(allowed.values()):
         raise ValueError(f"Approval for {base.name!r} must allow at least one decision.")
     fields = set(_args_schema(base).get("properties", {}))
     unknown = [name for name in editable or () if name not in fields]
     if unknown:
         raise ValueError(f"{base.name!r} has no argument(s) {', '.join(unknown)} to edit.")
     policy = ApprovalPolicy(
-        allow_accept=allow_accept,
-        allow_edit=allow_edit,
-        allow_respond=allow_respond,
-        allow_ignore=allow_ignore,
+        **allowed,
         description=description,
         editable=tuple(editable) if editable is not None else None,
         reviewer_group=reviewer_group,
