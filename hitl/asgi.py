@@ -26,7 +26,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from hitl.core.live import events  # noqa: E402
+from hitl.core.live.publisher import publisher  # noqa: E402
 from hitl.ops import maintenance  # noqa: E402
 from hitl.review.routing import websocket_urlpatterns  # noqa: E402
 
@@ -47,7 +47,7 @@ router = ClientAddressMiddleware(router)
 
 async def application(scope, receive, send):
     # In-process runs publish live events on the server's own loop.
-    events.publisher.bind_loop(asyncio.get_running_loop())
+    publisher.bind_loop(asyncio.get_running_loop())
     # Without Celery beat (embedded default) this process expires interrupts itself.
     maintenance.start_inprocess_sweeper()
     return await router(scope, receive, send)

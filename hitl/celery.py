@@ -5,6 +5,7 @@ import os
 
 from celery import Celery, signals
 
+from agents.registry import import_target
 from hitl.compat import kombu as compat_kombu
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
@@ -20,8 +21,6 @@ compat_kombu.reuse_sync_clients()
 def _log_ready(sender=None, **kwargs) -> None:
     """Say, once at INFO, that this worker takes runs, and which graphs it can load."""
     from django.conf import settings
-
-    from agents.registry import import_target
 
     log = logging.getLogger("hitl.worker")
     loadable = []
@@ -58,3 +57,19 @@ def _connection_back_to_pool(**kwargs) -> None:
         and not connection.in_atomic_block
     ):
         connection.close()
+
+
+@signals.worker_init.connect(weak=False, dispatch_uid="hitl-worker-exit-fast")
+def _exit_without_collecting(**kwargs) -> None:
+    """Let a stopped worker exit once its runs are done, not seconds later.
+
+    After the last atexit hook (the run engine's, the pools') nothing is left to clean
+    up, yet interpreter finalization still runs full garbage collections over the whole
+    heap: seconds for a worker that held dozens of runs (37 runs done in 6.9 s, the
+    process gone at 18.8 s). Frozen, the heap is left to the OS. Registered at worker
+    start, before any other hook, so it runs after all of them.
+    """
+    import atexit
+    import gc
+
+    atexit.register(gc.freeze)

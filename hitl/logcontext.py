@@ -67,6 +67,21 @@ class ContextFilter(logging.Filter):
         return True
 
 
+# URL paths that carry a credential: a one-click e-mail link, a remote deployment's webhook.
+_SECRET_PATHS = re.compile(r"(/e/|/webhook/)[^/\s\"']+")
+
+
+class SecretFilter(logging.Filter):
+    """Masks the credential in URL paths a log line names (Django logs every 4xx's path)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = _SECRET_PATHS.sub(r"\1hidden", message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, for log shippers."""
 

@@ -7,8 +7,8 @@ request paid ~14 hops (half of a trivial request's CPU, measured in bench/README
 before its view ran. Most of these methods only read headers and set attributes; they
 are called here directly on the event loop. The ones that can touch the database keep
 their hop, but only when they will: the session when it was read or changed, stored
-messages when there are any, CSRF's view check on an unsafe method (its failure page
-may read the user).
+messages when there are any, CSRF's view check on an unsafe method to a view that is
+not exempt (its failure page may read the user).
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ def _messages_used(request, _response=None) -> bool:
     return storage is not None and (storage.used or storage.added_new)
 
 
-def _unsafe_method(request, *_: Any) -> bool:
-    return request.method not in SAFE_METHODS
+def _csrf_checked(request, view, *_: Any) -> bool:
+    # An exempt view (every API route: token-authenticated, and its session fallback
+    # checks CSRF itself) is waved through before anything is read.
+    return request.method not in SAFE_METHODS and not getattr(view, "csrf_exempt", False)
 
 
 def _inline(
@@ -101,7 +103,7 @@ SessionMiddleware = _inline(
     "django.contrib.sessions.middleware.SessionMiddleware", response_hops=_session_used
 )
 CommonMiddleware = _inline("django.middleware.common.CommonMiddleware")
-CsrfViewMiddleware = _inline("django.middleware.csrf.CsrfViewMiddleware", view_hops=_unsafe_method)
+CsrfViewMiddleware = _inline("django.middleware.csrf.CsrfViewMiddleware", view_hops=_csrf_checked)
 AuthenticationMiddleware = _inline("django.contrib.auth.middleware.AuthenticationMiddleware")
 MessageMiddleware = _inline(
     "django.contrib.messages.middleware.MessageMiddleware", response_hops=_messages_used

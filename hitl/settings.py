@@ -14,7 +14,7 @@ import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
-from hitl.env import envbool, envfloat, envint, envlist, envpairs, envstr
+from hitl.env import envbool, envfloat, envint, envlist, envstr
 
 
 def _remote_deployments(raw: str) -> list[dict]:
@@ -72,6 +72,9 @@ INSTALLED_APPS = [
     "hitl.core.apps.CoreConfig",
     "hitl.review.apps.ReviewConfig",
     "hitl.ops.apps.OpsConfig",
+    # One app per channel (hitl/integrations/): its urls, views, admin, templates.
+    "hitl.integrations.slack.apps.SlackConfig",
+    "hitl.integrations.email.apps.EmailConfig",
 ]
 
 MIDDLEWARE = [
@@ -127,6 +130,10 @@ if EMBEDDED:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "hitl.sqlite3",
+            # Each thread keeps its connection (request threads are reused, run threads
+            # pooled): opening one costs five statements and a schema read, and a
+            # cycle's three requests and two runs would each open one again.
+            "CONN_MAX_AGE": None,
             # WAL + a busy timeout so the in-process run executor and requests coexist.
             "OPTIONS": {
                 "timeout": 20,
@@ -151,6 +158,20 @@ else:
         "max_size": envint("DB_POOL_MAX_SIZE", 8),
         "timeout": envint("DB_POOL_TIMEOUT", 20),
     }
+
+# A pooler in transaction mode between HITL and Postgres (PgBouncer's pool_mode=transaction):
+# HITL_DATABASE_POOLER=pgbouncer. Each transaction may then run on another server session,
+# so nothing may live in a session: no prepared statements (HITL_DB_PREPARE: the
+# checkpointer's and hitl/core/db/prepared.py's), no server-side cursors (Django's
+# .iterator() holds one across transactions). Advisory locks are transaction-scoped always.
+HITL_DATABASE_POOLER = envstr("HITL_DATABASE_POOLER", "").strip().lower()
+if HITL_DATABASE_POOLER not in ("", "pgbouncer"):
+    raise ImproperlyConfigured(
+        f"HITL_DATABASE_POOLER must be empty or pgbouncer, got {HITL_DATABASE_POOLER!r}"
+    )
+HITL_DB_PREPARE = not HITL_DATABASE_POOLER
+if HITL_DATABASE_POOLER and not EMBEDDED:
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -180,57 +201,15 @@ for _proxy in HITL_TRUSTED_PROXIES:
         raise ImproperlyConfigured(f"HITL_TRUSTED_PROXIES: {_proxy!r} is not an address") from _exc
 AXES_CLIENT_IP_CALLABLE = "hitl.security.client_ip"
 
-# Single sign-on through the company's OpenID Connect provider (mozilla-django-oidc; README
-# "Single sign-on"). Off unless HITL_OIDC_ISSUER and HITL_OIDC_CLIENT_ID are set. Endpoints
-# come from the issuer's discovery document unless set one by one.
-HITL_OIDC_ISSUER = envstr("HITL_OIDC_ISSUER").rstrip("/")
-HITL_OIDC_CLIENT_ID = envstr("HITL_OIDC_CLIENT_ID")
-HITL_SSO = bool(HITL_OIDC_ISSUER and HITL_OIDC_CLIENT_ID)
-HITL_OIDC_LABEL = envstr("HITL_OIDC_LABEL", "Sign in with single sign-on")
-# The claim whose values (a list or one string) decide groups and permissions at every login.
-HITL_OIDC_GROUPS_CLAIM = envstr("HITL_OIDC_GROUPS_CLAIM", "groups")
-# "idp-value=django-group,...": a value may repeat to give several groups.
-HITL_OIDC_GROUP_MAP = envpairs("HITL_OIDC_GROUP_MAP")
-# "idp-value=hitl.review_all,...": the named permissions (app_label.codename).
-HITL_OIDC_PERMISSION_MAP = envpairs("HITL_OIDC_PERMISSION_MAP")
-for _value, _perm in HITL_OIDC_PERMISSION_MAP:
-    if _perm.count(".") != 1:
-        raise ImproperlyConfigured(
-            f"HITL_OIDC_PERMISSION_MAP: {_perm!r} must be app_label.codename (hitl.review_all)"
-        )
-# The claim a new user's username comes from (made unique if taken).
-HITL_OIDC_USERNAME_CLAIM = envstr("HITL_OIDC_USERNAME_CLAIM", "preferred_username")
-# Off: the login page offers only SSO and every password login (admin's too) is refused.
-HITL_PASSWORD_LOGIN = envbool("HITL_PASSWORD_LOGIN", True)
-if not HITL_PASSWORD_LOGIN and not HITL_SSO:
-    raise ImproperlyConfigured("HITL_PASSWORD_LOGIN=0 needs single sign-on (HITL_OIDC_ISSUER).")
+# Single sign-on through the company's OpenID Connect provider: hitl/settings_sso.py.
+from hitl import settings_sso  # noqa: E402
+from hitl.settings_sso import *  # noqa: E402, F403
+from hitl.settings_sso import HITL_PASSWORD_LOGIN, HITL_SSO  # noqa: E402
+
 if HITL_SSO:
     AUTHENTICATION_BACKENDS.append("hitl.review.sso.SsoBackend")
     if not HITL_PASSWORD_LOGIN:
         AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
-    OIDC_RP_CLIENT_ID = HITL_OIDC_CLIENT_ID
-    OIDC_RP_CLIENT_SECRET = envstr("HITL_OIDC_CLIENT_SECRET")
-    if not OIDC_RP_CLIENT_SECRET:
-        raise ImproperlyConfigured("single sign-on needs HITL_OIDC_CLIENT_SECRET")
-    if urlsplit(HITL_OIDC_ISSUER).scheme not in ("https", "http"):
-        raise ImproperlyConfigured(f"HITL_OIDC_ISSUER must be a URL, got {HITL_OIDC_ISSUER!r}")
-    OIDC_RP_SCOPES = envstr("HITL_OIDC_SCOPES", "openid email profile groups")
-    OIDC_RP_SIGN_ALGO = envstr("HITL_OIDC_SIGN_ALGO", "RS256")
-    # Empty: taken from {issuer}/.well-known/openid-configuration on first use.
-    OIDC_OP_AUTHORIZATION_ENDPOINT = envstr("HITL_OIDC_AUTHORIZATION_ENDPOINT")
-    OIDC_OP_TOKEN_ENDPOINT = envstr("HITL_OIDC_TOKEN_ENDPOINT")
-    OIDC_OP_USER_ENDPOINT = envstr("HITL_OIDC_USERINFO_ENDPOINT")
-    OIDC_OP_JWKS_ENDPOINT = envstr("HITL_OIDC_JWKS_ENDPOINT")
-    OIDC_USE_PKCE = True
-    OIDC_TIMEOUT = envfloat("HITL_OIDC_TIMEOUT", 10.0)
-    OIDC_AUTHENTICATION_CALLBACK_URL = "sso-callback"
-    LOGIN_REDIRECT_URL_FAILURE = "/login/"
-    # Logout also ends the session at the provider (RP-initiated logout): the ID token is
-    # kept in the session as the logout request's hint.
-    HITL_OIDC_LOGOUT_AT_IDP = envbool("HITL_OIDC_LOGOUT_AT_IDP", False)
-    OIDC_STORE_ID_TOKEN = HITL_OIDC_LOGOUT_AT_IDP
-    # Seconds of clock difference with the provider tolerated on exp/iat/nbf.
-    HITL_OIDC_LEEWAY = envint("HITL_OIDC_LEEWAY", 60)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -252,8 +231,12 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
+# Per-thread files: a local folder or an S3 bucket (hitl/settings_files.py).
+from hitl import settings_files  # noqa: E402
+from hitl.settings_files import *  # noqa: E402, F403
+
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": settings_files.storage,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
@@ -270,7 +253,7 @@ CSRF_COOKIE_HTTPONLY = False
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 
-# Deployment behind HTTPS (README "Deployment"); compose.yaml turns these on. Off by
+# Deployment behind HTTPS (docs/operating.md "Deployment"); compose.yaml turns these on. Off by
 # default so `make run` works on plain http://127.0.0.1.
 # The header a TLS-terminating proxy sets ("X-Forwarded-Proto"): requests it marks
 # "https" count as secure. Set it only behind such a proxy, which must overwrite it.
@@ -302,10 +285,10 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     }
 }
-if HITL_SSO and HITL_OIDC_LOGOUT_AT_IDP:
+if HITL_SSO and settings_sso.HITL_OIDC_LOGOUT_AT_IDP:
     # The logout form's answer redirects to the provider, and browsers check form-action
     # on a form's redirects too.
-    _issuer = urlsplit(HITL_OIDC_ISSUER)
+    _issuer = urlsplit(settings_sso.HITL_OIDC_ISSUER)
     CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
         f"{_issuer.scheme}://{_issuer.netloc}"
     )
@@ -346,7 +329,7 @@ else:
 HITL_EXECUTOR = envstr("HITL_EXECUTOR", "celery" if REDIS_URL else "inprocess")
 # Runs one process holds in flight at once: a worker process (its Celery threads pool
 # takes this many messages) and the embedded server alike. A run waiting on a model
-# costs a thread and its graph's state, not a process (see README "Workers").
+# costs a thread and its graph's state, not a process (docs/operating.md "Workers and queues").
 HITL_RUNS_PER_WORKER = envint("HITL_RUNS_PER_WORKER", 128)
 HITL_INPROCESS_WORKERS = envint("HITL_INPROCESS_WORKERS", HITL_RUNS_PER_WORKER)
 
@@ -388,7 +371,7 @@ CELERY_IMPORTS = (
     "hitl.ops.maintenance",
     "hitl.ops.webhooks",
     "hitl.ops.notifications",
-    "hitl.ops.slack.updates",
+    "hitl.integrations.slack.updates",
     "hitl.core.remote.tasks",
 )
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -466,7 +449,7 @@ HITL_NOTIFY_BACKOFF_SECONDS = envfloat("HITL_NOTIFY_BACKOFF_SECONDS", 30.0)
 HITL_NOTIFY_LINK_MAX_AGE = envint("HITL_NOTIFY_LINK_MAX_AGE", 7 * 24 * 3600)
 # A reminder goes to the item's group this many seconds before it expires (0: none).
 HITL_NOTIFY_REMIND_BEFORE = envfloat("HITL_NOTIFY_REMIND_BEFORE", 900.0)
-# Slack approvals (README "Slack approvals"): the app's signing secret turns on the
+# Slack approvals (docs/operating.md "Slack approvals"): the app's signing secret turns on the
 # interactivity endpoint /slack/interactivity/ (empty: buttons are not offered).
 HITL_SLACK_SIGNING_SECRET = envstr("HITL_SLACK_SIGNING_SECRET")
 # A bot token (xoxb-...) lets HITL update a message with chat.update and open the Respond
@@ -475,7 +458,7 @@ HITL_SLACK_BOT_TOKEN = envstr("HITL_SLACK_BOT_TOKEN")
 HITL_SLACK_API_URL = envstr("HITL_SLACK_API_URL", "https://slack.com/api/").rstrip("/") + "/"
 # Also map a Slack user to the HITL user with the same e-mail when the payload carries one.
 HITL_SLACK_MATCH_EMAIL = envbool("HITL_SLACK_MATCH_EMAIL", False)
-# E-mail approvals (README "E-mail approvals"): one-click links per allowed decision in
+# E-mail approvals (docs/operating.md "E-mail approvals"): one-click links per allowed decision in
 # messages to one user, valid this many seconds, used once, confirmed on a page first.
 HITL_EMAIL_ACTIONS = envbool("HITL_EMAIL_ACTIONS", True)
 HITL_EMAIL_LINK_MAX_AGE = envint("HITL_EMAIL_LINK_MAX_AGE", 8 * 3600)
@@ -534,6 +517,11 @@ HITL_WEBHOOK_TIMEOUT = envfloat("HITL_WEBHOOK_TIMEOUT", 10.0)
 # {"name", "url", "api_key_env" (the variable holding its key), "graphs": [assistant or
 # graph ids; empty: all], "reviewer_group"}; settings win over admin edits of the same name.
 HITL_REMOTE_DEPLOYMENTS = _remote_deployments(envstr("HITL_REMOTE_DEPLOYMENTS"))
+# Which deployment URLs HITL may fetch, by the webhook rules (see HITL_WEBHOOK_HOSTS):
+# hosts and ports on an allow-list, and no loopback, private or link-local address unless
+# HITL_REMOTE_ALLOW_PRIVATE is set (a deployment on this machine or network).
+HITL_REMOTE_HOSTS = envlist("HITL_REMOTE_HOSTS")
+HITL_REMOTE_ALLOW_PRIVATE = envbool("HITL_REMOTE_ALLOW_PRIVATE", False)
 HITL_REMOTE_POLL_SECONDS = envfloat("HITL_REMOTE_POLL_SECONDS", 5.0)
 HITL_REMOTE_TIMEOUT = envfloat("HITL_REMOTE_TIMEOUT", 10.0)
 # A resume the deployment could not take (unreachable, key refused) is retried this often.
@@ -556,7 +544,10 @@ HITL_RUN_TIME_LIMIT = envint("HITL_RUN_TIME_LIMIT", 600)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "hitl.logcontext.ContextFilter"}},
+    "filters": {
+        "context": {"()": "hitl.logcontext.ContextFilter"},
+        "secrets": {"()": "hitl.logcontext.SecretFilter"},
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(context)s"},
         "json": {"()": "hitl.logcontext.JsonFormatter"},
@@ -566,11 +557,16 @@ LOGGING = {
             "class": "logging.StreamHandler",
             # LOG_FORMAT=json: one JSON object per line with request/thread/run ids.
             "formatter": envstr("LOG_FORMAT", "plain"),
-            "filters": ["context"],
+            "filters": ["context", "secrets"],
         }
     },
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        # On the loggers too, so every handler (not only ours) gets the masked line.
+        "django.request": {"filters": ["secrets"]},
+        "django.server": {"filters": ["secrets"]},
+    },
 }
 
 HITL_HOST = envstr("HITL_HOST", "127.0.0.1")

@@ -4,14 +4,14 @@ from django.urls import path
 from hitl.api.agui import api as agui_api
 from hitl.api.langgraph.api import api as lgapi
 from hitl.api.v1 import api
+from hitl.integrations.email import urls as email_urls
+from hitl.integrations.slack import urls as slack_urls
 from hitl.ops import remote_views, thread_actions
 from hitl.ops import views as ops
-from hitl.ops.slack import views as slack_views
 from hitl.review import (
     batch,
     bulk_views,
     claim_views,
-    email_views,
     notify_views,
     run_actions,
     sso,
@@ -68,6 +68,11 @@ urlpatterns = [
         name="interrupt-snooze",
     ),
     path(
+        "interrupts/<uuid:interrupt_id>/unsnooze/",
+        claim_views.interrupt_unsnooze,
+        name="interrupt-unsnooze",
+    ),
+    path(
         "interrupts/<uuid:interrupt_id>/outcome/",
         views.interrupt_outcome,
         name="interrupt-outcome",
@@ -80,15 +85,10 @@ urlpatterns = [
         notify_views.notification_preferences,
         name="notify-preferences",
     ),
-    path(
-        "settings/notifications/test/",
-        email_views.notification_test,
-        name="notify-test",
-    ),
-    # One-click decisions from e-mail and Slack buttons (issue 30).
-    path("e/<str:token>/", email_views.email_action, name="email-action"),
-    path("e/<str:token>/undo/", email_views.email_action_undo, name="email-action-undo"),
-    path("slack/interactivity/", slack_views.slack_interactivity, name="slack-interactivity"),
+    # One-click decisions from e-mail and Slack buttons (issue 30): each channel's package
+    # owns its URLs (spliced in, not include()d: every route stays a top-level pattern).
+    *email_urls.urlpatterns,
+    *slack_urls.urlpatterns,
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("api/v1/", api.urls),
     # LangGraph-Server-compatible API and AG-UI endpoint.

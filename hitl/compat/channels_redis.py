@@ -1,14 +1,18 @@
 """channels_redis internals: which Redis key and connection hold a group.
 
-channels_redis 4.3 has no public read of group membership, and spends two round trips
-on a group_add. HITL reads membership (to skip sends nobody hears) and joins groups in
-one pipelined round trip through the layer's private `_group_key`, `connection()` and
-`consistent_hash()`. Written against channels_redis 4.3 (tests/compat pins it).
+channels_redis 4.3 has no public read of group membership, spends two round trips on a
+group_add and four on a group_send (one group at a time). HITL reads membership (to
+skip sends nobody hears), joins groups in one pipelined round trip and sends to several
+groups in two (one when none has a member) through the layer's private `_group_key`,
+`connection()`, `consistent_hash()` and `_map_channel_keys_to_connection()` (which
+serializes each channel key's message as the layer's own group_send does). Written
+against channels_redis 4.3 (tests/compat pins it).
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
@@ -52,3 +56,105 @@ async def group_join(layer: RedisChannelLayer, group: str, channel: str) -> None
     pipe.zadd(key, {channel: time.time()})
     pipe.expire(key, layer.group_expiry)
     await pipe.execute()
+
+
+# Each group's expired members dropped and the live ones listed, as group_send's first
+# two round trips do, for every group at once.
+_MEMBERS = """
+local out = {}
+for i = 1, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, ARGV[1])
+  out[i] = redis.call('ZRANGE', KEYS[i], 0, -1)
+end
+return out
+"""
+# Its last two: each channel key's expired messages dropped, then the message added
+# unless the channel is at capacity. ARGV: cutoff, expiry, then per key its message,
+# capacity and score.
+_DELIVER = """
+local n = #KEYS
+local over = 0
+for i = 1, n do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, ARGV[1])
+  if redis.call('ZCOUNT', KEYS[i], '-inf', '+inf') < tonumber(ARGV[2 + n + i]) then
+    redis.call('ZADD', KEYS[i], ARGV[2 + 2 * n + i], ARGV[2 + i])
+    redis.call('EXPIRE', KEYS[i], ARGV[2])
+  else
+    over = over + 1
+  end
+end
+return over
+"""
+_scripts: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _scripts_of(connection: Any) -> tuple[Any, Any]:
+    scripts = _scripts.get(connection)
+    if scripts is None:
+        scripts = _scripts[connection] = (
+            connection.register_script(_MEMBERS),
+            connection.register_script(_DELIVER),
+        )
+    return scripts
+
+
+async def groups_send(
+    layer: RedisChannelLayer, sends: list[tuple[tuple[str, ...], dict[str, Any]]]
+) -> bool:
+    """For each (groups, message) of `sends` in turn, group_send the message to each of
+    its groups, as the layer's own group_send does, in two round trips for them all (one
+    when no group has a member). False (nothing sent) on a sharded layer: the caller then
+    sends group by group."""
+    connection = single_connection(layer)
+    if connection is None:
+        return False
+    members, deliver = _scripts_of(connection)
+    now = time.time()
+    groups = list(dict.fromkeys(group for targets, _ in sends for group in targets))
+    listed = await members(
+        keys=[group_key(layer, group) for group in groups],
+        args=[int(now) - layer.group_expiry],
+    )
+    names = {
+        group: [name.decode() for name in found]
+        for group, found in zip(groups, listed, strict=True)
+        if found
+    }
+    keys: list[str] = []
+    messages: list[bytes] = []
+    capacities: list[int] = []
+    for targets, message in sends:
+        for group in targets:
+            if group not in names:
+                continue
+            _, to_message, to_capacity = layer._map_channel_keys_to_connection(
+                names[group], message
+            )
+            for key, serialized in to_message.items():
+                keys.append(key)
+                messages.append(serialized)
+                capacities.append(to_capacity[key])
+    if keys:
+        await deliver(
+            keys=keys,
+            args=[int(now) - int(layer.expiry), layer.expiry, *messages, *capacities]
+            + _scores(now, len(keys)),
+        )
+    return True
+
+
+_last_score = [0.0]
+
+
+def _scores(now: float, count: int) -> list[float]:
+    """Increasing send times for `count` messages: a channel receives the lowest score
+    first, so messages sent together must not share one (the layer's own sends each
+    take the time of their own round trip)."""
+    first = max(now, _last_score[0] + _SCORE_STEP)
+    scores = [first + i * _SCORE_STEP for i in range(count)]
+    _last_score[0] = scores[-1]
+    return scores
+
+
+# Well above a double's resolution at today's unix times (about 2.4e-7 s).
+_SCORE_STEP = 1e-5

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from hitl.core import errors, runs
 from hitl.core.audit import audit_entry, audit_for_thread
-from hitl.core.live import events
+from hitl.core.live import listeners
 from hitl.core.models import (
     ApiToken,
     Artifact,
@@ -32,6 +32,7 @@ from hitl.core.models import (
 )
 from hitl.core.registry import registry
 from hitl.ops import services as ops_services
+from hitl.ops.secret_fields import masked_url
 
 AUDIT_TRAIL_LIMIT = 200
 
@@ -176,7 +177,7 @@ class ThreadAdmin(UuidSearchMixin, admin.ModelAdmin):
         gone = [(t.pk, list(t.runs.values_list("pk", flat=True))) for t in queryset]
         super().delete_queryset(request, queryset)
         for thread_id, run_ids in gone:
-            transaction.on_commit(partial(events.thread_forget, thread_id, run_ids))
+            transaction.on_commit(partial(listeners.thread_forget, thread_id, run_ids))
 
     def delete_model(self, request, obj):
         self.delete_queryset(request, Thread.objects.filter(pk=obj.pk))
@@ -214,8 +215,14 @@ class RunAdmin(UuidSearchMixin, admin.ModelAdmin):
     uuid_search_fields = ("pk", "thread_id")
     list_select_related = ("thread",)
     show_full_result_count = False
-    readonly_fields = [f.name for f in Run._meta.fields]
+    # A webhook URL may be a catch-hook whose path is the credential: its host only.
+    readonly_fields = [f.name for f in Run._meta.fields if f.name != "webhook"] + ["webhook_to"]
+    exclude = ("webhook",)
     actions = ["retry_runs"]
+
+    @admin.display(description="webhook")
+    def webhook_to(self, obj) -> str:
+        return masked_url(obj.webhook)
 
     def has_add_permission(self, request):
         return False
@@ -384,12 +391,17 @@ class AuditEventAdmin(UuidSearchMixin, admin.ModelAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(admin.ModelAdmin):
-    list_display = ("event", "url", "status", "attempts", "response_status", "created_at")
+    list_display = ("event", "url_to", "status", "attempts", "response_status", "created_at")
     list_filter = ("status", age_filter("created_at"))
-    search_fields = ("url", "event")
+    search_fields = ("event",)  # not the URL: a search would be an oracle for it
     list_select_related = ("run",)
     show_full_result_count = False
-    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields if f.name != "url"] + ["url_to"]
+    exclude = ("url",)
+
+    @admin.display(description="URL")
+    def url_to(self, obj) -> str:
+        return masked_url(obj.url)
 
     def has_add_permission(self, request):
         return False
@@ -424,6 +436,32 @@ class ReviewerGroupPolicyForm(forms.ModelForm):
             "reject_ends",
             "rule_counts_as_approval",
         )
+        labels = {"expire_after_seconds": "Expire after (seconds)"}
+        help_texts = {
+            "group": "The reviewer group (a Django group) these defaults are for.",
+            "expire_after_seconds": (
+                "How long an item routed to this group may wait for a decision, e.g. 3600 "
+                "for an hour; then the expiry policy applies. Empty: items wait forever, "
+                "unless the agent gives its own expires_in."
+            ),
+            "expiry_policy": (
+                "What happens to an item that expires: auto-ignore (the agent gets ignore), "
+                "auto-respond (the agent gets the expiry message as the answer), or escalate "
+                "(the item moves to the group below, and that group's policy applies)."
+            ),
+            "expiry_message": (
+                "The answer auto-respond sends, also noted in the audit trail. Empty: "
+                f"“{ops_services.DEFAULT_EXPIRY_MESSAGE}”"
+            ),
+            "escalate_to": (
+                "For escalate: the group an expired item moves to (another group). An item "
+                "moves at most HITL_MAX_ESCALATIONS times."
+            ),
+            "approvals_required": (
+                "Four-eyes: how many different reviewers must approve (accept or edit) the "
+                "same args before the agent goes on. 1: one reviewer decides. 1 to 20."
+            ),
+        }
 
     def clean(self):
         data = super().clean()

@@ -11,12 +11,10 @@ class OpsConfig(AppConfig):
     def ready(self) -> None:
         from hitl.core.live import events
         from hitl.ops import notifications, webhooks
-        from hitl.ops.slack import updates as slack_updates
 
         # Ended and paused runs with a webhook get a delivery row in the same transaction.
         events.subscribe(events.RUN_ENDED, webhooks.on_run_ended)
-        # New pending items (and escalated ones) reach people by e-mail and Slack.
+        # New pending items (and escalated ones) reach people by e-mail and Slack
+        # (each channel's package in hitl/integrations/ registers how).
         events.subscribe(events.INTERRUPT_PENDING, notifications.on_interrupt_pending)
-        # Slack messages listing an item show its decision, whoever made it and where.
-        events.subscribe(events.INTERRUPT_CHANGED, slack_updates.on_interrupt_changed)
         from hitl.ops import assistants_admin, notify_admin  # noqa: F401 (register admins)

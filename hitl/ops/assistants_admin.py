@@ -3,27 +3,48 @@ API) and crons (read, pause, delete)."""
 
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 
 from hitl.core import errors
 from hitl.core.models import Assistant, AssistantVersion, Cron, CronFire
 from hitl.core.registry import registry
-from hitl.core.runs.assistants import (
+from hitl.core.resources.assistants import (
+    AssistantFields,
     assistant_create,
     assistant_delete,
     assistant_set_latest,
     assistant_update,
+    default_assistant_id,
 )
-from hitl.core.runs.config import check_config
+from hitl.core.runs.config import check_config, run_config_merge
 
 
 class AssistantForm(forms.ModelForm):
-    graph = forms.ChoiceField(choices=())
+    graph = forms.ChoiceField(choices=(), help_text="The registered graph this assistant runs.")
 
     class Meta:
         model = Assistant
         fields = ("graph", "name", "description", "config", "context", "metadata")
+        help_texts = {
+            "description": "What it is for; clients get it with the assistant (assistants.get).",
+            "config": (
+                'A JSON object, LangGraph\'s run config: {"configurable": {...}, "tags": [...], '
+                '"recursion_limit": 50, "metadata": {...}, "run_name": "..."}; other keys go '
+                "into configurable. A run's own config is merged over it, key by key."
+            ),
+            "context": (
+                "A JSON object the graph reads as its runtime context (mirrored into "
+                "configurable). A run's own context is merged over it, key by key."
+            ),
+            "metadata": (
+                "A JSON object kept with the assistant, for clients to find it by "
+                "(assistants.search); the graph does not see it."
+            ),
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -39,7 +60,11 @@ class AssistantForm(forms.ModelForm):
         value = self.cleaned_data.get("context") or {}
         if not isinstance(value, dict):
             raise forms.ValidationError("The context must be a JSON object.")
-        return value
+        try:
+            # The service's own check of a run's context (reserved keys, storable JSON).
+            return run_config_merge(config=None, context=value)[1]
+        except errors.ServiceError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_metadata(self):
         value = self.cleaned_data.get("metadata") or {}
@@ -81,7 +106,9 @@ class AssistantAdmin(admin.ModelAdmin):
             Assistant.objects.filter(pk=obj.pk).update(metadata=data.get("metadata") or {})
         else:
             saved = assistant_create(
-                user=request.user, graph=data["graph"], metadata=data.get("metadata"), **fields
+                user=request.user,
+                graph=data["graph"],
+                fields=AssistantFields(metadata=data.get("metadata"), **fields),
             )
         obj.pk, obj.version = saved.row.pk, saved.version
         obj._state.adding = False
@@ -116,13 +143,38 @@ class CronFireInline(admin.TabularInline):
         return False
 
 
+def assistant_names(ids: set[str]) -> dict[str, str]:
+    """What to call the assistants some crons name by id: "name (graph)"."""
+    defaults = {default_assistant_id(graph): graph for graph in registry.names()}
+    named = {i: f"{defaults[i]} (default assistant)" for i in ids if i in defaults}
+    uuids = set()
+    for value in ids - set(named):
+        try:
+            uuids.add(uuid.UUID(value))
+        except ValueError:
+            continue
+    for row in Assistant.objects.filter(pk__in=uuids).only("name", "graph"):
+        named[str(row.pk)] = f"{row.name} ({row.graph})"
+    return named
+
+
+class CronChangeList(ChangeList):
+    def get_results(self, request):
+        super().get_results(request)
+        # One query for the page's assistants, not one per row.
+        known = assistant_names({cron.assistant_id for cron in self.result_list})
+        for cron in self.result_list:
+            cron.assistant_label = known.get(cron.assistant_id, cron.assistant_id)
+
+
 @admin.register(Cron)
 class CronAdmin(admin.ModelAdmin):
-    list_display = ("id", "schedule", "assistant_id", "thread", "next_run_date", "enabled")
+    list_display = ("schedule", "assistant", "thread", "next_run_date", "enabled")
     list_filter = ("enabled",)
     fields = (
         "id",
         "schedule",
+        "assistant",
         "assistant_id",
         "thread",
         "payload",
@@ -136,6 +188,7 @@ class CronAdmin(admin.ModelAdmin):
     readonly_fields = (
         "id",
         "schedule",
+        "assistant",
         "assistant_id",
         "thread",
         "payload",
@@ -147,3 +200,13 @@ class CronAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # crons are made through the API (client.crons.create)
+
+    def get_changelist(self, request, **kwargs):
+        return CronChangeList
+
+    @admin.display(description="assistant", ordering="assistant_id")
+    def assistant(self, obj: Cron) -> str:
+        label = getattr(obj, "assistant_label", None)  # set for a list page's rows
+        if label is None:
+            label = assistant_names({obj.assistant_id}).get(obj.assistant_id, obj.assistant_id)
+        return label

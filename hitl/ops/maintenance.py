@@ -7,6 +7,7 @@ its own transaction under a row lock and re-checked there.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -23,12 +24,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hitl.compat import kombu as compat_kombu
-from hitl.core import decisions
+from hitl.core import decisions, later
+from hitl.core.db.connections import process_connections
 from hitl.core.errors import ServiceError, is_transient
 from hitl.core.live import redis as live_redis
 from hitl.core.models import HumanInterrupt, Run
 from hitl.core.remote.mirror import deployments_poll
-from hitl.core.runs.crons import crons_fire
+from hitl.core.resources.crons import crons_fire
 from hitl.ops import services as ops_services
 from hitl.ops.notifications import notify_sweep
 
@@ -38,6 +40,7 @@ SWEEP_BATCH = 200
 # A queued run created this recently may still be on its way to the broker.
 DISPATCH_GRACE_SECONDS = 10.0
 HEARTBEAT_KEY = "hitl:worker:{}"
+CONNECTIONS_KEY = "hitl:db-connections:{}"
 HEARTBEAT_SECONDS = 10.0
 
 
@@ -113,7 +116,7 @@ def reap_runs(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> dict[
 
 
 def _broker_reachable() -> bool:
-    if settings.HITL_EXECUTOR != "celery":
+    if not later.uses_broker():
         return True
     try:
         with current_app.connection_for_write() as conn:
@@ -180,7 +183,7 @@ _sweeper_started = False
 def start_inprocess_sweeper() -> None:
     """Run the periodic sweeps in this process when runs execute in-process (no beat)."""
     global _sweeper_started
-    if _sweeper_started or settings.HITL_EXECUTOR != "inprocess":
+    if _sweeper_started or later.executor() != later.INPROCESS:
         return
     with _sweeper_lock:
         if _sweeper_started:
@@ -229,18 +232,26 @@ def _guard_stale_channels(**kwargs: Any) -> None:
 
 
 class _WorkerHeartbeat(threading.Thread):
-    """Writes `hitl:worker:<name>` = unix time every few seconds, with a TTL.
+    """Writes `hitl:worker:<name>` = unix time every few seconds, with a TTL, and the
+    process's Postgres connections (`hitl:db-connections:<name>`, JSON).
 
-    /metrics reports them; a worker that dies stops beating and its key expires.
+    /metrics reports them; a worker that dies stops beating and its keys expire. A
+    prefork child reports its connections alone (`alive=False`), under its own name.
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, *, alive: bool = True):
         super().__init__(name="hitl-worker-heartbeat", daemon=True)
-        self.key = HEARTBEAT_KEY.format(name)
+        self.key = HEARTBEAT_KEY.format(name) if alive else None
+        self.connections_key = CONNECTIONS_KEY.format(name)
         self.stop_event = threading.Event()
 
     def beat(self, client: Any) -> None:
-        client.set(self.key, f"{time.time():.3f}", ex=int(HEARTBEAT_SECONDS * 3))
+        ttl = int(HEARTBEAT_SECONDS * 3)
+        pipe = client.pipeline(transaction=False)
+        if self.key:
+            pipe.set(self.key, f"{time.time():.3f}", ex=ttl)
+        pipe.set(self.connections_key, json.dumps(process_connections()), ex=ttl)
+        pipe.execute()
 
     def run(self) -> None:
         client = live_redis.client()
@@ -252,10 +263,11 @@ class _WorkerHeartbeat(threading.Thread):
             if self.stop_event.wait(HEARTBEAT_SECONDS):
                 break
         with contextlib.suppress(Exception):
-            client.delete(self.key)
+            client.delete(*filter(None, (self.key, self.connections_key)))
 
 
 _heartbeat: _WorkerHeartbeat | None = None
+_worker_name = f"celery@{socket.gethostname()}"
 
 
 @signals.worker_ready.connect(weak=False, dispatch_uid="hitl-worker-heartbeat-start")
@@ -268,7 +280,25 @@ def _start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
     _heartbeat.start()
 
 
+@signals.worker_init.connect(weak=False, dispatch_uid="hitl-worker-name")
+def _remember_name(sender: Any = None, **kwargs: Any) -> None:
+    """Keep the worker's name for its prefork children (forked after this)."""
+    global _worker_name
+    _worker_name = getattr(sender, "hostname", None) or _worker_name
+
+
+@signals.worker_process_init.connect(weak=False, dispatch_uid="hitl-child-connections")
+def _report_child_connections(**kwargs: Any) -> None:
+    """A prefork child holds pools of its own: it reports them under `<worker>/<pid>`."""
+    global _heartbeat
+    if not settings.REDIS_URL:
+        return
+    _heartbeat = _WorkerHeartbeat(f"{_worker_name}/{os.getpid()}", alive=False)
+    _heartbeat.start()
+
+
 @signals.worker_shutdown.connect(weak=False, dispatch_uid="hitl-worker-heartbeat-stop")
+@signals.worker_process_shutdown.connect(weak=False, dispatch_uid="hitl-child-connections-stop")
 def _stop_heartbeat(**kwargs: Any) -> None:
     if _heartbeat is not None:
         _heartbeat.stop_event.set()

@@ -8,19 +8,20 @@ quiet hours. So 50 interrupts from one fan-out become one digest.
 
 Sending is the `notification_deliver` Celery task (ids only), retried with exponential
 backoff until HITL_NOTIFY_MAX_ATTEMPTS; every attempt is logged on the row (admin).
-Slack URLs go through the run-webhook SSRF guard: allow-listed host and port, checked
-resolved address, no redirects.
+How a message is rendered and sent is its channel's: each package in hitl/integrations/
+registers a `Channel` under its name (`channel_register`, from its AppConfig), so this
+module names a channel only as data.
 """
 
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import smtplib
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -29,23 +30,47 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ObjectDoesNotExist
-from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import IntegrityError, close_old_connections, transaction
 from django.utils import timezone
 
 from hitl.core.access import confcache
 from hitl.core.access.permissions import user_can_review_all
+from hitl.core.later import later
 from hitl.core.live.events import InterruptChanged
-from hitl.core.models import EmailActionLink, HumanInterrupt, InterruptReminder, Notification
-from hitl.core.runs.webhook_urls import WebhookNotAllowed
+from hitl.core.models import (
+    GroupNotificationSettings,
+    HumanInterrupt,
+    InterruptReminder,
+    Notification,
+)
+from hitl.core.net.webhook_urls import WebhookNotAllowed
 from hitl.ops import notify_messages
-from hitl.ops.slack import blocks as slack_blocks
-from hitl.ops.slack.updates import slack_message_track
-from hitl.ops.webhooks import _post
 
 log = logging.getLogger(__name__)
 
 STALE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Channel:
+    """How one channel's messages are made and sent (registered by its package)."""
+
+    # (subject, plain text, payload) for the rows; appends one-click tokens it mints.
+    render: Callable[[Notification, list[HumanInterrupt], list[str]], tuple[str, str, dict]]
+    # Send once; raises on failure (the row is retried with backoff).
+    send: Callable[[Notification], None]
+    # After rendering, inside the row's transaction: remember what the message lists.
+    listed: Callable[[Notification, list[HumanInterrupt]], None] | None = None
+    # The sweep's housekeeping: counts for its report.
+    sweep: Callable[[datetime], dict[str, int]] | None = None
+
+
+CHANNELS: dict[str, Channel] = {}
+
+
+def channel_register(name: str, channel: Channel) -> None:
+    """Make `name` (a Notification.Channel value) render and send through `channel`."""
+    CHANNELS[name] = channel
 
 
 @dataclass(frozen=True)
@@ -77,8 +102,6 @@ def destinations_for(group: Group) -> list[Destination]:
     """Who hears about a pending item of `group`: members by their preferences, users who
     review every group and asked for all of it, then the group's own addresses; one
     destination per address."""
-    from hitl.core.models import GroupNotificationSettings
-
     config = GroupNotificationSettings.objects.filter(group=group).first()
     found: dict[tuple[str, str], Destination] = {}
 
@@ -189,7 +212,7 @@ def notification_collect(
                     send_after=_send_time(dest, kind, now),
                 )
                 delay = max((created.send_after - now).total_seconds(), 0)
-                transaction.on_commit(lambda pk=created.pk, delay=delay: _send_later(pk, delay))
+                transaction.on_commit(partial(_send_later, created.pk, delay))
                 return created
         except IntegrityError:  # another process opened it first: join that one
             continue
@@ -217,27 +240,13 @@ def on_interrupt_pending(message: InterruptChanged) -> None:
 
 
 def _send_later(notification_id: Any, countdown: float = 0) -> None:
-    if settings.HITL_EXECUTOR == "celery":
-        try:
-            notification_deliver.apply_async(
-                args=[str(notification_id)], countdown=countdown, retry=False
-            )
-        except Exception:  # the row stays; the sweep sends it once the broker is back
-            log.exception("could not enqueue notification %s", notification_id)
-        return
-    if settings.HITL_EXECUTOR == "manual":
-        return  # tests drive delivery with notification_attempt / notify_sweep
-    timer = threading.Timer(countdown, _deliver_in_thread, args=[str(notification_id)])
-    timer.daemon = True
-    timer.start()
+    # A failed send leaves the row; the sweep sends it once the broker is back.
+    later(DELIVER_TASK, str(notification_id), countdown=countdown, local=_deliver_here)
 
 
-def _deliver_in_thread(notification_id: str) -> None:
-    close_old_connections()
-    try:
-        retry_in = notification_attempt(notification_id=notification_id)
-    finally:
-        close_old_connections()
+def _deliver_here(notification_id: str) -> None:
+    """One try in this process (the in-process form of notification_deliver)."""
+    retry_in = notification_attempt(notification_id=notification_id)
     if retry_in is not None:
         _send_later(notification_id, retry_in)
 
@@ -258,34 +267,25 @@ def _finalize(notification: Notification) -> bool:
         notification.status = Notification.Status.SKIPPED
         return False
     notification.interrupt_ids = [str(row.pk) for row in rows]
-    subject, text, payload = notify_messages.render(notification, rows)
-    notification.subject, notification.body, notification.payload = subject[:300], text, payload
+    channel = CHANNELS[notification.channel]
+    tokens: list[str] = []
+    subject, text, payload = channel.render(notification, rows, tokens)
+    # What goes on the wire keeps its one-click links; the stored copy (admin, the row) does
+    # not: the tokens are credentials and exist nowhere but in the sent message.
+    notification.wire = (text, payload)
+    notification.subject = subject[:300]
+    notification.body = notify_messages.hide_tokens(text, tokens)
+    notification.payload = notify_messages.hide_tokens(payload, tokens)
+    if tokens:
+        notification.payload["one_click_links"] = len(tokens)
     notification.status = Notification.Status.PENDING
-    if notification.channel == Notification.Channel.SLACK:
-        notification.payload = slack_blocks.message_payload(notification, rows, subject)
-        slack_message_track(notification, rows)
+    if channel.listed is not None:
+        channel.listed(notification, rows)
     return True
 
 
 def _send(notification: Notification) -> None:
-    if notification.channel == Notification.Channel.EMAIL:
-        message = EmailMultiAlternatives(
-            subject=notification.subject,
-            body=notification.body,
-            to=[notification.address],
-            connection=get_connection(fail_silently=False),
-            headers={"X-HITL-Notification": str(notification.pk)},
-        )
-        if notification.payload.get("html"):
-            message.attach_alternative(notification.payload["html"], "text/html")
-        message.send()
-        return
-    body = json.dumps(notification.payload, separators=(",", ":")).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": "hitl-notify/1"}
-    status = _post(notification.address, body, headers)
-    if not 200 <= status < 300:
-        extra = ": redirects are not followed" if 300 <= status < 400 else ""
-        raise http.client.HTTPException(f"HTTP {status}{extra}")
+    CHANNELS[notification.channel].send(notification)
 
 
 def notification_attempt(*, notification_id: Any, now: datetime | None = None) -> float | None:
@@ -302,12 +302,16 @@ def notification_attempt(*, notification_id: Any, now: datetime | None = None) -
         )
         if notification is None:  # sent, failed, skipped, or another worker holds it
             return None
-        if notification.status == Notification.Status.COLLECTING:
-            if notification.send_after > now:
-                return (notification.send_after - now).total_seconds()
-            if not _finalize(notification):
-                notification.save(update_fields=["status", "interrupt_ids"])
-                return None
+        collecting = notification.status == Notification.Status.COLLECTING
+        if collecting and notification.send_after > now:
+            return (notification.send_after - now).total_seconds()
+        # A retry of a message with one-click links renders it again: the first attempt's
+        # tokens were never stored, so it mails fresh links (for the items still pending).
+        if (collecting or notification.payload.get("one_click_links")) and not _finalize(
+            notification
+        ):
+            notification.save(update_fields=["status", "interrupt_ids"])
+            return None
         notification.attempts += 1
         error = ""
         try:
@@ -338,8 +342,11 @@ def notification_attempt(*, notification_id: Any, now: datetime | None = None) -
     return retry_in
 
 
+DELIVER_TASK = "hitl.notify.deliver"
+
+
 @shared_task(
-    name="hitl.notify.deliver",
+    name=DELIVER_TASK,
     bind=True,
     acks_late=True,
     max_retries=None,
@@ -403,9 +410,11 @@ def notify_sweep(*, now: datetime | None = None) -> dict[str, int]:
     )
     for pk in lost:
         _send_later(pk)
-    # One-click e-mail links a day past their expiry: refused anyway, no longer worth a row.
-    pruned, _ = EmailActionLink.objects.filter(expires_at__lt=now - timedelta(days=1)).delete()
-    return {"reminded": reminded, "resent": len(lost), "pruned_links": pruned}
+    done = {"reminded": reminded, "resent": len(lost)}
+    for channel in CHANNELS.values():
+        if channel.sweep is not None:
+            done.update(channel.sweep(now))
+    return done
 
 
 @shared_task(name="hitl.notify.sweep", ignore_result=True, time_limit=120)

@@ -6,6 +6,7 @@ cut short, and arguments whose names look like credentials are masked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from hitl.core.access.summary import (  # noqa: F401 (args_summary: kept importa
     item_summary,
     short,
 )
-from hitl.core.decisions import email_links
+from hitl.core.decisions.quorum import approve_refusal
 from hitl.core.models import HumanInterrupt, Notification
 
 MAX_LISTED = 50
@@ -37,18 +38,38 @@ class Item:
     thread: str = ""
     # One-click decisions (e-mail to one user): [(label, url)].
     actions: list[tuple[str, str]] = field(default_factory=list)
+    # Why Approve is not among them (four-eyes: the recipient's approval would be refused).
+    no_approve: str = ""
+
+
+# A channel's one-click decisions for a pending row: [(label, url)].
+Actions = Callable[[HumanInterrupt], list[tuple[str, str]]]
 
 
 def deep_link(interrupt_id: Any) -> str:
     return settings.HITL_PUBLIC_URL + reverse("notify-open", args=[link_token(interrupt_id)])
 
 
-def _item(row: HumanInterrupt, actions_for=None) -> Item:
-    actions = []
-    if actions_for is not None and row.status == HumanInterrupt.Status.PENDING:
-        for kind, token in email_links.email_links_create(row=row, user=actions_for):
-            url = settings.HITL_PUBLIC_URL + reverse("email-action", args=[token])
-            actions.append((email_links.LABELS[kind], url))
+HIDDEN = "hidden"  # stands for a one-click token in the stored copy of a message
+
+
+def hide_tokens(value: Any, tokens: list[str]) -> Any:
+    """The stored copy of a message: each one-click token replaced (it is a credential)."""
+    if isinstance(value, str):
+        for token in tokens:
+            value = value.replace(token, HIDDEN)
+        return value
+    if isinstance(value, dict):
+        return {key: hide_tokens(item, tokens) for key, item in value.items()}
+    return value
+
+
+def _item(row: HumanInterrupt, actions: Actions | None = None, user=None) -> Item:
+    offered = []
+    no_approve = ""
+    if actions is not None and row.status == HumanInterrupt.Status.PENDING:
+        offered = actions(row)
+        no_approve = approve_refusal(row, user) if row.allow_accept else ""
     return Item(
         action=action_label(row),
         group=row.reviewer_group.name if row.reviewer_group else "",
@@ -57,7 +78,8 @@ def _item(row: HumanInterrupt, actions_for=None) -> Item:
         expires_at=row.expires_at,
         escalated=row.escalation_count > 0,
         thread=short(row.thread.title) if row.thread_id else "",
-        actions=actions,
+        actions=offered,
+        no_approve=no_approve,
     )
 
 
@@ -78,17 +100,14 @@ def _subject(kind: str, items: list[Item], total: int) -> str:
 
 
 def render(
-    notification: Notification, rows: list[HumanInterrupt]
+    notification: Notification, rows: list[HumanInterrupt], actions: Actions | None = None
 ) -> tuple[str, str, dict[str, Any]]:
-    """(subject, plain text, payload) for the still-pending rows it lists (e-mail's HTML;
-    a Slack message's blocks come from hitl/ops/slack/blocks.py)."""
-    one_click = (
-        notification.channel == Notification.Channel.EMAIL
-        and notification.user_id is not None
-        and settings.HITL_EMAIL_ACTIONS
-    )
-    actions_for = notification.user if one_click else None
-    items = [_item(row, actions_for) for row in rows[:MAX_LISTED]]
+    """(subject, plain text, template context) for the still-pending rows it lists.
+
+    Each channel's package builds its message from these (e-mail's HTML in
+    hitl/integrations/email/messages.py, Slack's blocks in hitl/integrations/slack/messages.py);
+    `actions` gives a row's one-click decisions, where the channel offers them."""
+    items = [_item(row, actions, notification.user) for row in rows[:MAX_LISTED]]
     total = len(rows)
     subject = _subject(notification.kind, items, total)
     inbox = settings.HITL_PUBLIC_URL + reverse("home")
@@ -103,7 +122,4 @@ def render(
         "action_hours": max(1, settings.HITL_EMAIL_LINK_MAX_AGE // 3600),
     }
     text = render_to_string("hitl/notifications/message.txt", context)
-    if notification.channel == Notification.Channel.SLACK:
-        return subject, text, {}  # Block Kit: hitl/ops/slack/blocks.py
-    html = render_to_string("hitl/notifications/message.html", context)
-    return subject, text, {"html": html}
+    return subject, text, context

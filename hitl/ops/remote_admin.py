@@ -7,24 +7,41 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from hitl.core.models import RemoteDeployment
+from hitl.core.net.webhook_urls import DEPLOYMENTS, WebhookNotAllowed, webhook_check_url
 from hitl.core.remote.mirror import deployment_poll
+from hitl.ops.secret_fields import KEEP_HELP, SecretsAdmin, WriteOnlySecretsForm, secret_input
 
 
-class RemoteDeploymentForm(forms.ModelForm):
+class RemoteDeploymentForm(WriteOnlySecretsForm):
     base_url = forms.URLField(
-        max_length=500, assume_scheme="https", help_text="The root of its LangGraph API."
+        max_length=500,
+        assume_scheme="https",
+        label="Base URL",
+        help_text="The root of its LangGraph API.",
     )
     # Never rendered back: a blank field keeps the stored key.
     api_key = forms.CharField(
         required=False,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Sent as x-api-key. Leave blank to keep the stored key.",
+        widget=secret_input(),
+        label="API key",
+        help_text="Sent as x-api-key. " + KEEP_HELP,
     )
-    clear_api_key = forms.BooleanField(required=False, help_text="Remove the stored key.")
+    clear_api_key = forms.BooleanField(
+        required=False, label="Clear API key", help_text="Remove the stored key."
+    )
+    secret_fields = ("api_key",)
 
     class Meta:
         model = RemoteDeployment
         fields = ["name", "base_url", "api_key", "graphs", "reviewer_group", "enabled"]
+
+    def clean_base_url(self):
+        url = self.cleaned_data.get("base_url")
+        try:
+            # The webhook rules (one function): an allow-list, no private addresses.
+            return webhook_check_url(url, DEPLOYMENTS)
+        except WebhookNotAllowed as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_graphs(self):
         graphs = self.cleaned_data.get("graphs") or []
@@ -34,11 +51,6 @@ class RemoteDeploymentForm(forms.ModelForm):
 
     def save(self, commit=True):
         deployment = super().save(commit=False)
-        key = self.cleaned_data.get("api_key")
-        if self.cleaned_data.get("clear_api_key"):
-            deployment.api_key = ""
-        elif not key and deployment.pk:
-            deployment.api_key = RemoteDeployment.objects.get(pk=deployment.pk).api_key
         if {"base_url", "graphs"} & set(self.changed_data):
             # Another server or more graphs: look at every interrupted thread again.
             deployment.cursor = None
@@ -48,9 +60,10 @@ class RemoteDeploymentForm(forms.ModelForm):
 
 
 @admin.register(RemoteDeployment)
-class RemoteDeploymentAdmin(admin.ModelAdmin):
+class RemoteDeploymentAdmin(SecretsAdmin):
     form = RemoteDeploymentForm
-    list_display = ["name", "base_url", "watching", "reviewer_group", "enabled", "health"]
+    secret_fields = ("api_key",)
+    list_display = ["name", "url", "watching", "reviewer_group", "enabled", "health"]
     list_filter = ["enabled"]
     search_fields = ["name", "base_url"]
     readonly_fields = ["key_stored", "from_settings", "health", "last_ok_at", "last_polled_at"]
@@ -69,6 +82,10 @@ class RemoteDeploymentAdmin(admin.ModelAdmin):
         "last_polled_at",
     ]
     actions = ["poll_now"]
+
+    @admin.display(description="Base URL", ordering="base_url")
+    def url(self, obj: RemoteDeployment) -> str:
+        return obj.base_url
 
     @admin.display(description="watches")
     def watching(self, obj: RemoteDeployment) -> str:

@@ -8,13 +8,15 @@ from typing import Any
 from hitl.core.decisions.rule_stats import decision_sources, rule_stats
 
 
-def automation_context(since: datetime, human_seconds) -> dict[str, Any]:
+def automation_context(since: datetime, human_seconds, people_p50: float) -> dict[str, Any]:
+    """`people_p50`: the time-to-decision chart's p50 over all groups, the same figure the
+    page shows there, so "time saved" and the chart cannot disagree."""
     sources = decision_sources(since=since)
     return {
         "groups": sources["groups"],
         "automatic": sources["automatic"],
-        "saved": human_seconds(sources["saved_seconds"]),
-        "median": human_seconds(sources["human_median_seconds"]),
+        "saved": human_seconds(sources["automatic"] * people_p50),
+        "median": human_seconds(people_p50),
         "rules": [
             {
                 "label": s.rule.label,

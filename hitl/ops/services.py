@@ -19,8 +19,9 @@ from django.utils import timezone
 
 from agents import contract
 from hitl.core import audit
-from hitl.core.db.statements import lock_thread_and_run
+from hitl.core.db.locked_reads import lock_thread_and_run
 from hitl.core.decisions.answer import (
+    Reply,
     answer_record,
     interrupt_thread_id,
     request_of,
@@ -29,6 +30,7 @@ from hitl.core.decisions.answer import (
 from hitl.core.errors import Conflict, Forbidden, Invalid, NotFound
 from hitl.core.live import events
 from hitl.core.models import ExpiryPolicy, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
+from hitl.core.runs.options import Locked
 from hitl.core.runs.pauses import announce_thread
 from hitl.core.runs.start import enqueue_on_commit
 
@@ -75,8 +77,11 @@ def run_retry(*, run_id: Any, user) -> Run:
             raise Conflict(f"The thread is {thread.status}; it cannot be retried now.")
         previous_error, previous_attempts = run.error, run.attempts
         run.status = Run.Status.QUEUED
-        # A fresh attempt budget (HITL_RUN_MAX_ATTEMPTS); the trail keeps the old count.
-        run.attempts = 0
+        # A fresh attempt budget (HITL_RUN_MAX_ATTEMPTS) while attempts go on counting
+        # ("attempt 2"), and its time starts when a worker takes it again, not back when
+        # the failed attempt started.
+        run.metadata = {**(run.metadata or {}), Run.RETRIED_AFTER: previous_attempts}
+        run.started_at = None
         run.error = ""
         run.finished_at = None
         run.lease_owner = ""
@@ -85,7 +90,8 @@ def run_retry(*, run_id: Any, user) -> Run:
         run.save(
             update_fields=[
                 "status",
-                "attempts",
+                "metadata",
+                "started_at",
                 "error",
                 "finished_at",
                 "lease_owner",
@@ -171,11 +177,12 @@ def run_redispatch(*, run_id: Any, stale_before: datetime) -> bool:
 
 
 def _publish_changed(row: HumanInterrupt, group_id: int | None, status: str) -> None:
-    thread_id, pk = row.thread_id, row.pk
-    transaction.on_commit(
-        lambda: events.publish_interrupt_changed(
-            thread_id=thread_id, interrupt_id=pk, reviewer_group_id=group_id, status=status
-        )
+    events.send_event_on_commit(
+        events.publish_interrupt_changed,
+        thread_id=row.thread_id,
+        interrupt_id=row.pk,
+        reviewer_group_id=group_id,
+        status=status,
     )
 
 
@@ -220,7 +227,7 @@ def interrupt_reassign(
         audit.audit_record(
             kind=audit.Kind.INTERRUPT_ASSIGNED,
             thread=thread,
-            run_id=row.run_id,
+            run=row.run_id,
             interrupt=row,
             actor=user,
             data={
@@ -276,7 +283,7 @@ def _escalate(
     audit.audit_record(
         kind=audit.Kind.INTERRUPT_ESCALATED,
         thread=thread,
-        run_id=row.run_id,
+        run=row.run_id,
         interrupt=row,
         actor=user,
         data={
@@ -319,10 +326,8 @@ def _auto_answer(
         # Its announcement is made on commit, so a refused attempt announces nothing.
         with transaction.atomic():
             answer_record(
-                thread=thread,
-                row=row,
-                response_type=response_type,
-                args=normalized,
+                locked=Locked(thread, row),
+                reply=Reply(response_type=response_type, args=normalized),
                 expired_by=user,
                 at=now,
             )
@@ -365,7 +370,7 @@ def interrupt_expire(
         audit.audit_record(
             kind=audit.Kind.INTERRUPT_EXPIRED,
             thread=thread,
-            run_id=row.run_id,
+            run=row.run_id,
             interrupt=row,
             actor=user,
             data={
@@ -375,7 +380,7 @@ def interrupt_expire(
         )
         _publish_changed(row, row.reviewer_group_id, row.status)
         # Answers already given to sibling interrupts still reach the graph.
-        resume_when_answered(thread=thread, row=row, user=None)
+        resume_when_answered(locked=Locked(thread, row), user=None)
     return row
 
 

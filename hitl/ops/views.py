@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import math
+import os
+import socket
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +26,10 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from hitl.core.access.permissions import user_can_review_all
+from hitl.core.db.connections import process_connections
 from hitl.core.models import HumanInterrupt, RemoteDeployment, Run
+from hitl.core.runs.graphs import checkpointer
+from hitl.ops.maintenance import CONNECTIONS_KEY, HEARTBEAT_KEY
 from hitl.ops.rule_analytics import automation_context
 
 log = logging.getLogger(__name__)
@@ -64,8 +70,6 @@ def _check_redis() -> None:
 
 
 def _check_checkpointer() -> None:
-    from hitl.core.runs.graphs import checkpointer
-
     # A real read on the checkpoint tables: proves the pool, the schema and the grants.
     checkpointer().get_tuple({"configurable": {"thread_id": "hitl-healthz", "checkpoint_ns": ""}})
 
@@ -99,8 +103,10 @@ def healthz(request):
 
 
 def _remote_health() -> dict[str, str]:
+    """Up or down, nothing more: the endpoint is open, and a failure's words may repeat
+    what a deployment (or whatever its URL reached) answered. The admin row has them."""
     return {
-        name: f"error: {error}" if error else ("ok" if ok else "not polled yet")
+        name: "up" if ok and not error else "down"
         for name, error, ok in RemoteDeployment.objects.filter(enabled=True)
         .order_by("name")
         .values_list("name", "last_error", "last_ok_at")
@@ -146,6 +152,7 @@ class HitlCollector:
             ("database", self._database),
             ("queues", self._queues),
             ("workers", self._workers),
+            ("connections", self._connections),
         ):
             try:
                 yield from produce()
@@ -246,8 +253,6 @@ class HitlCollector:
         yield depth
 
     def _workers(self):
-        from hitl.ops.maintenance import HEARTBEAT_KEY
-
         beats = GaugeMetricFamily(
             "hitl_worker_heartbeat_timestamp_seconds",
             "Last heartbeat of each live Celery worker",
@@ -271,6 +276,45 @@ class HitlCollector:
         alive.add_metric([], count)
         yield beats
         yield alive
+
+    def _connections(self):
+        """Each process's Postgres connections: this one's now, each worker's as its
+        last heartbeat reported them."""
+        reports = {f"web@{socket.gethostname()}:{os.getpid()}": process_connections()}
+        if settings.REDIS_URL:
+            client = _redis(settings.REDIS_URL)
+            try:
+                keys = sorted(client.scan_iter(match=CONNECTIONS_KEY.format("*"), count=200))
+                values = client.mget(keys) if keys else []
+            finally:
+                client.close()
+            prefix = CONNECTIONS_KEY.format("")
+            for key, value in zip(keys, values, strict=True):
+                if value is not None:
+                    reports[key.decode()[len(prefix) :]] = json.loads(value)
+        now = GaugeMetricFamily(
+            "hitl_db_connections",
+            "Open Postgres connections of each HITL process, by pool",
+            labels=["process", "pool"],
+        )
+        budget = GaugeMetricFamily(
+            "hitl_db_connections_budget",
+            "Postgres connections the open pools of each process may hold together",
+            labels=["process"],
+        )
+        peak = GaugeMetricFamily(
+            "hitl_db_connections_peak",
+            "Most Postgres connections each process held at once since it started",
+            labels=["process"],
+        )
+        for process, report in sorted(reports.items()):
+            for pool, n in sorted(report["connections"].items()):
+                now.add_metric([process, pool], n)
+            budget.add_metric([process], report["budget"])
+            peak.add_metric([process], report["peak"])
+        yield now
+        yield budget
+        yield peak
 
 
 _registry = CollectorRegistry(auto_describe=False)
@@ -451,6 +495,7 @@ def _latency_chart(since, limit: int = 20_000) -> dict[str, Any]:
         s["p50_label"], s["p95_label"] = human_seconds(s["p50"]), human_seconds(s["p95"])
     return {
         "rows": stats,
+        "everyone_p50": percentile(everyone, 50),
         "height": max(len(stats) * 44, 44),
         "phone_height": max(len(stats) * 58, 58),
     }
@@ -471,6 +516,7 @@ def analytics(request):
     except ValueError:
         days = 30
     since = timezone.now() - timedelta(days=days)
+    latency = _latency_chart(since)
     return render(
         request,
         "hitl/analytics.html",
@@ -478,8 +524,8 @@ def analytics(request):
             "days": days,
             "day_choices": (1, 7, 30, 90, 365),
             "decisions": _decisions_chart(since),
-            "latency": _latency_chart(since),
-            "automation": automation_context(since, human_seconds),
+            "latency": latency,
+            "automation": automation_context(since, human_seconds, latency["everyone_p50"]),
             "bar_area": BAR_AREA,
             "phone_width": PHONE_WIDTH,
         },

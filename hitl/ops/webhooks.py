@@ -23,13 +23,10 @@ import hmac
 import http.client
 import json
 import logging
-import socket
-import ssl
-import threading
 import time
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
-from urllib.parse import urlsplit
 
 from celery import shared_task
 from django.conf import settings
@@ -38,9 +35,14 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from hitl.core.errors import error_line
+from hitl.core.later import later
+from hitl.core.live.agui import jsonable
 from hitl.core.live.events import RunEnded
 from hitl.core.models import HumanInterrupt, Run, WebhookDelivery
-from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_resolve
+from hitl.core.net.webhook_urls import WebhookNotAllowed
+from hitl.core.registry import registry
+from hitl.core.runs.graphs import checkpointer
+from hitl.ops.outbound import guarded_post
 
 log = logging.getLogger(__name__)
 
@@ -75,44 +77,6 @@ def standard_headers(delivery_id: str, body: bytes, timestamp: int) -> dict[str,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": signature,
     }
-
-
-class _PinnedHTTPConnection(http.client.HTTPConnection):
-    """Connects to the vetted address while the Host header keeps the URL's name."""
-
-    def __init__(self, host: str, address: str, port: int, timeout: float):
-        super().__init__(host, port, timeout=timeout)
-        self._address = address
-
-    def connect(self):
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
-
-
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, host: str, address: str, port: int, timeout: float):
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
-        self._address = address
-
-    def connect(self):
-        sock = socket.create_connection((self._address, self.port), self.timeout)
-        # The certificate is checked against the URL's host name, not the address.
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
-
-
-def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
-    """POST once to the resolved, allowed address; return the status (no redirects)."""
-    address, port = webhook_resolve(url)
-    parts = urlsplit(url)
-    kind = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
-    conn = kind(parts.hostname, address, port, settings.HITL_WEBHOOK_TIMEOUT)
-    try:
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn.request("POST", target, body=body, headers=headers)
-        response = conn.getresponse()
-        response.read(65536)
-        return response.status
-    finally:
-        conn.close()
 
 
 def sign(body: bytes, timestamp: int, secret: bytes | None = None) -> str:
@@ -156,10 +120,6 @@ def _iso(moment) -> str | None:
 
 def _values_at_pause(run: Run) -> Any:
     """The thread's state values at the run's pause (a paused run keeps no result)."""
-    from hitl.core.live.agui import jsonable
-    from hitl.core.registry import registry
-    from hitl.core.runs.graphs import checkpointer
-
     try:
         graph = registry.get(run.thread.graph, checkpointer())
         config = {"configurable": {"thread_id": str(run.thread_id), "checkpoint_ns": ""}}
@@ -224,30 +184,18 @@ def delivery_create(*, run: Run) -> WebhookDelivery | None:
     delivery = WebhookDelivery.objects.create(
         run=run, event=event, url=run.webhook, payload=_payload(run, event)
     )
-    delivery_id = delivery.pk
-    transaction.on_commit(lambda: _send_later(delivery_id))
+    transaction.on_commit(partial(_send_later, delivery.pk))
     return delivery
 
 
 def _send_later(delivery_id: Any, countdown: float = 0) -> None:
-    if settings.HITL_EXECUTOR == "celery":
-        try:
-            webhook_deliver.apply_async(args=[str(delivery_id)], countdown=countdown, retry=False)
-        except Exception:  # the row stays pending; the failure is logged, the run unaffected
-            log.exception("could not enqueue webhook delivery %s", delivery_id)
-        return
-    # Embedded and manual executors have no broker: deliver on a daemon thread.
-    timer = threading.Timer(countdown, _deliver_in_thread, args=[str(delivery_id)])
-    timer.daemon = True
-    timer.start()
+    # A failed send leaves the row pending; the failure is logged, the run unaffected.
+    later(DELIVER_TASK, str(delivery_id), countdown=countdown, local=_deliver_here)
 
 
-def _deliver_in_thread(delivery_id: str) -> None:
-    close_old_connections()
-    try:
-        retry_in = delivery_attempt(delivery_id=delivery_id)
-    finally:
-        close_old_connections()
+def _deliver_here(delivery_id: str) -> None:
+    """One try in this process (the in-process form of webhook_deliver)."""
+    retry_in = delivery_attempt(delivery_id=delivery_id)
     if retry_in is not None:
         _send_later(delivery_id, retry_in)
 
@@ -285,7 +233,7 @@ def delivery_attempt(*, delivery_id: Any) -> float | None:
             }
             # The lock is held during the POST so two workers never send one delivery
             # twice at once; the timeout bounds it.
-            status = _post(delivery.url, body, headers)
+            status = guarded_post(delivery.url, body, headers)
             if 300 <= status < 400:
                 error = f"HTTP {status}: redirects are not followed"
             elif not 200 <= status < 300:
@@ -316,8 +264,11 @@ def delivery_attempt(*, delivery_id: Any) -> float | None:
     return retry_in
 
 
+DELIVER_TASK = "hitl.webhooks.webhook_deliver"  # the name predates the layout
+
+
 @shared_task(
-    name="hitl.webhooks.webhook_deliver",  # the name predates the layout
+    name=DELIVER_TASK,
     bind=True,
     acks_late=True,
     max_retries=None,

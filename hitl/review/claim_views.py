@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from hitl.core.decisions import claims
 from hitl.core.errors import Invalid, NotFound, ServiceError, check_json
 from hitl.core.models import HumanInterrupt
+from hitl.review.selectors import interrupt_label, next_pending_for
 
 SNOOZE_CHOICES = {"1h": timedelta(hours=1), "4h": timedelta(hours=4), "1d": timedelta(days=1)}
 
@@ -92,7 +93,34 @@ def interrupt_snooze(request, interrupt_id):
         claims.interrupt_snooze(interrupt_id=interrupt_id, user=request.user, until=until)
     except ServiceError as exc:
         return _answer(request, interrupt_id, "", exc)
+    row = HumanInterrupt.objects.select_related("thread").get(pk=interrupt_id)
     when = timezone.localtime(until)
-    return _answer(
-        request, interrupt_id, f"Hidden from your pending list until {when:%Y-%m-%d %H:%M}.", None
+    done = (
+        f"Hidden from your pending list until {when:%Y-%m-%d %H:%M}: {interrupt_label(row)} "
+        f"on “{row.thread.title or row.thread_id}” (Show snoozed in the inbox lists it)."
     )
+    if "application/json" in request.headers.get("Accept", ""):
+        return _answer(request, interrupt_id, done, None)
+    messages.success(request, done)
+    return redirect(_after_snooze(request, row))
+
+
+def _after_snooze(request, row: HumanInterrupt) -> str:
+    """Off the card just set aside: the thread's next free item, else the inbox."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}):
+        return target
+    following = next_pending_for(request.user, row)
+    if following is not None and following.thread_id == row.thread_id:
+        return reverse("thread", args=[row.thread_id]) + f"#interrupt-{following.pk}"
+    return reverse("home")
+
+
+@login_required
+@require_POST
+def interrupt_unsnooze(request, interrupt_id):
+    try:
+        claims.interrupt_unsnooze(interrupt_id=interrupt_id, user=request.user)
+    except ServiceError as exc:
+        return _answer(request, interrupt_id, "", exc)
+    return _answer(request, interrupt_id, "Back on your pending list.", None)

@@ -21,19 +21,17 @@ import json
 import logging
 import time
 import weakref
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 
-from hitl.core.access.permissions import can_review, can_view_thread
+from hitl.core.access.permissions import can_view_thread
 from hitl.core.errors import Invalid, load_json
-from hitl.core.live import events
-from hitl.core.models import Thread
+from hitl.core.live import listeners
+from hitl.core.models import HumanInterrupt, Thread
+from hitl.review import fragments, socket_principals
+from hitl.review.socket_principals import Principal
 from hitl.review.socket_sessions import (
     live_sessions,
     session_group,
@@ -43,7 +41,6 @@ from hitl.review.socket_sessions import (
 
 log = logging.getLogger(__name__)
 
-PERMISSION_TTL = 1.0
 RENDER_TTL = 5.0
 # The browser only sends pings; anything longer is refused before it is decoded.
 MAX_MESSAGE_CHARS = 4096
@@ -70,6 +67,8 @@ class InterruptMessage(TypedDict):
     status: str
     reviewer_group_id: int | None
     responded_by: NotRequired[str]
+    # A pending item that changed without being new (claimed, released).
+    change: NotRequired[str]
     html: NotRequired[str]
     notify: NotRequired[dict[str, str]]
 
@@ -103,6 +102,8 @@ def _interrupt_message(message: dict[str, Any]) -> InterruptMessage:
     }
     if message.get("responded_by"):
         out["responded_by"] = message["responded_by"]
+    if message.get("change"):
+        out["change"] = message["change"]
     return out
 
 
@@ -112,124 +113,6 @@ def _progress_message(message: dict[str, Any]) -> dict[str, Any]:
     out["approvers"] = list(message.get("approvers") or [])
     out["edited"] = bool(message.get("edited"))
     return out
-
-
-# --- who is on the other end ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Principal:
-    active: bool
-    review_all: bool
-    group_ids: frozenset[int]
-
-
-NOBODY = Principal(active=False, review_all=False, group_ids=frozenset())
-
-
-def _may_review(principal: Principal, group_id: int | None) -> bool:
-    return can_review(
-        review_all=principal.review_all, group_ids=principal.group_ids, reviewer_group_id=group_id
-    )
-
-
-def load_principals(user_ids: list[int]) -> dict[int, Principal]:
-    """Current permission state of many users in three queries."""
-    User = get_user_model()
-    users = {
-        row["pk"]: row
-        for row in User.objects.filter(pk__in=user_ids).values("pk", "is_active", "is_superuser")
-    }
-    groups: dict[int, set[int]] = {pk: set() for pk in users}
-    for user_id, group_id in User.groups.through.objects.filter(user_id__in=users).values_list(
-        "user_id", "group_id"
-    ):
-        groups[user_id].add(group_id)
-    perm = Permission.objects.filter(codename="review_all", content_type__app_label="hitl")
-    all_groups = {g for gs in groups.values() for g in gs}
-    direct = set(perm.filter(user__in=list(users)).values_list("user__id", flat=True))
-    via_group = set(perm.filter(group__in=all_groups).values_list("group__id", flat=True))
-    result = {}
-    for pk, row in users.items():
-        review_all = bool(row["is_superuser"] or pk in direct or groups[pk] & via_group) and bool(
-            row["is_active"]
-        )
-        result[pk] = Principal(
-            active=bool(row["is_active"]),
-            review_all=review_all,
-            group_ids=frozenset(groups[pk]),
-        )
-    return result
-
-
-class _PrincipalCache:
-    """Per event loop: principals of every connected user, reloaded together in the
-    background every PERMISSION_TTL while sockets are open, so an event rarely waits
-    for the database to learn who may see it."""
-
-    def __init__(self) -> None:
-        self.connected: Counter[int] = Counter()
-        self.entries: dict[int, Principal] = {}
-        self.loaded_at = float("-inf")
-        self.refresh: asyncio.Task | None = None
-        self.ticker: asyncio.Task | None = None
-
-    def add(self, user_id: int, principal: Principal) -> None:
-        self.connected[user_id] += 1
-        self.entries[user_id] = principal
-        if self.ticker is None or self.ticker.done():
-            self.ticker = asyncio.ensure_future(self._tick())
-
-    def remove(self, user_id: int) -> None:
-        self.connected[user_id] -= 1
-        if self.connected[user_id] <= 0:
-            del self.connected[user_id]
-
-    async def get(self, user_id: int) -> Principal:
-        # The ticker keeps entries about PERMISSION_TTL old; wait only when it lags behind.
-        if time.monotonic() - self.loaded_at >= 2 * PERMISSION_TTL:
-            await self._refresh()
-        principal = self.entries.get(user_id)
-        if principal is None:  # connected after the running batch read its user list
-            loaded = await database_sync_to_async(load_principals)([user_id])
-            principal = self.entries[user_id] = loaded.get(user_id, NOBODY)
-        return principal
-
-    async def _tick(self) -> None:
-        while self.connected:
-            await asyncio.sleep(max(PERMISSION_TTL, 0.05))
-            if self.connected:
-                try:
-                    await self._refresh()
-                except Exception:  # a failed reload is retried; events then load on demand
-                    log.exception("could not reload socket permissions")
-
-    async def _refresh(self) -> None:
-        if self.refresh is None or self.refresh.done():
-            self.refresh = asyncio.ensure_future(self._load())
-        await asyncio.shield(self.refresh)
-
-    async def _load(self) -> None:
-        started = time.monotonic()
-        ids = list(self.connected)
-        loaded = await database_sync_to_async(load_principals)(ids) if ids else {}
-        # Merge, never replace: users who connected while this batch ran keep their entry.
-        for user_id in ids:
-            self.entries[user_id] = loaded.get(user_id, NOBODY)  # deleted users: nobody
-        for user_id in [u for u in self.entries if u not in self.connected]:
-            del self.entries[user_id]
-        self.loaded_at = started
-
-
-_principal_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def principals() -> _PrincipalCache:
-    loop = asyncio.get_running_loop()
-    cache = _principal_caches.get(loop)
-    if cache is None:
-        cache = _principal_caches[loop] = _PrincipalCache()
-    return cache
 
 
 class _RenderCache:
@@ -271,8 +154,6 @@ def renders() -> _RenderCache:
 
 
 def _interrupt_row(interrupt_id: str):
-    from hitl.core.models import HumanInterrupt
-
     return (
         HumanInterrupt.objects.filter(pk=interrupt_id)
         .select_related("thread", "reviewer_group")
@@ -281,30 +162,23 @@ def _interrupt_row(interrupt_id: str):
 
 
 def render_inbox_interrupt(interrupt_id: str) -> dict[str, Any] | None:
-    from hitl.review.fragments import inbox_interrupt_fragment
-
-    return inbox_interrupt_fragment(interrupt_id)
+    return fragments.inbox_interrupt_fragment(interrupt_id)
 
 
 def render_interrupt_card(interrupt_id: str, can_answer: bool) -> str | None:
-    from hitl.review import fragments as partials
-
     row = _interrupt_row(interrupt_id)
     if row is None or row.status != "pending":
         return None
-    return partials.interrupt_card(row, can_answer=can_answer)
+    return fragments.interrupt_card(row, can_answer=can_answer)
 
 
 def render_thread_row(thread_id: str) -> str | None:
-    from hitl.core.models import Thread
-    from hitl.review import fragments as partials
-
     thread = (
         Thread.objects.select_related("reviewer_group", "requester")
         .filter(pk=thread_id)
         .one_or_none()
     )
-    return partials.inbox_thread_row(thread) if thread else None
+    return fragments.inbox_thread_row(thread) if thread else None
 
 
 # --- consumers -------------------------------------------------------------------------
@@ -320,7 +194,7 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         return user.pk if user is not None and user.is_authenticated else None
 
     async def _principal(self) -> Principal:
-        return await principals().get(self.user_id)
+        return await socket_principals.principals().get(self.user_id)
 
     def _session_key(self) -> str | None:
         session = self.scope.get("session")
@@ -344,7 +218,7 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         self.groups_joined = groups
         for group in groups:
             await self.channel_layer.group_add(group, self.channel_name)
-        principals().add(self.user_id, principal)
+        socket_principals.principals().add(self.user_id, principal)
         self._counted = True
         session_watch().add(self.session_key, self.user_id, self.channel_name, expires)
         await self.accept()
@@ -354,7 +228,7 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
         if getattr(self, "_counted", False):
-            principals().remove(self.user_id)
+            socket_principals.principals().remove(self.user_id)
             session_watch().remove(self.session_key, self.channel_name)
 
     async def session_ended(self, message):
@@ -416,17 +290,18 @@ class InboxConsumer(_LiveConsumer):
         if self.user_id is None:
             await self.close(code=4401)
             return
-        principal = (await database_sync_to_async(load_principals)([self.user_id])).get(
-            self.user_id, NOBODY
-        )
+        principal = (
+            await database_sync_to_async(socket_principals.load_principals)([self.user_id])
+        ).get(self.user_id, socket_principals.NOBODY)
         if not principal.active:
             await self.close(code=4401)
             return
         if principal.review_all:
-            groups = [events.INBOX_ALL]
+            groups = [listeners.INBOX_ALL]
         else:
-            groups = [events.inbox_group(g) for g in sorted(principal.group_ids)]
-            groups.append(events.user_group(self.user_id))
+            groups = [listeners.inbox_group(g) for g in sorted(principal.group_ids)]
+            groups.append(listeners.user_group(self.user_id))
+        groups.append(listeners.own_inbox_group(self.user_id))
         await self._join(groups, principal)
 
     async def interrupt_changed(self, message):
@@ -434,7 +309,7 @@ class InboxConsumer(_LiveConsumer):
         if not await self._still_active(principal):
             return
         group_id = message.get("reviewer_group_id")
-        if not _may_review(principal, group_id):
+        if not socket_principals.may_review(principal, group_id):
             return
         out = _interrupt_message(message)
         if message["status"] == "pending":
@@ -449,7 +324,16 @@ class InboxConsumer(_LiveConsumer):
             if rendered is None:
                 return  # answered or gone before we got here; its own event follows
             out["html"], out["notify"] = rendered["html"], rendered["notify"]
-        key = ("inbox", out["interrupt_id"], out["status"], group_id, out.get("responded_by"))
+        # The row is part of the key: a claim re-renders a row pushed before.
+        key = (
+            "inbox",
+            out["interrupt_id"],
+            out["status"],
+            group_id,
+            out.get("responded_by"),
+            out.get("change"),
+            out.get("html"),
+        )
         await self._send_shared(key, dict(out))
 
     async def interrupt_progress(self, message):
@@ -458,8 +342,21 @@ class InboxConsumer(_LiveConsumer):
         if not await self._still_active(principal):
             return
         group_id = message.get("reviewer_group_id")
-        if _may_review(principal, group_id):
+        if socket_principals.may_review(principal, group_id):
             await self.send_json(_progress_message(message))
+
+    async def interrupt_snoozed(self, message):
+        """This reviewer set an item aside or took it back, maybe in another tab: the page
+        lists its rows again, as a reload would (the row, its chip and the count are theirs
+        alone, so no shared row is pushed)."""
+        if await self._still_active(await self._principal()):
+            await self.send_json(
+                {
+                    "type": "interrupt.snoozed",
+                    "interrupt_id": message["interrupt_id"],
+                    "snoozed": message["snoozed"],
+                }
+            )
 
     async def thread_changed(self, message):
         principal = await self._principal()
@@ -490,14 +387,14 @@ class ThreadConsumer(_LiveConsumer):
         if self.user_id is None:
             await self.close(code=4401)
             return
-        principal = (await database_sync_to_async(load_principals)([self.user_id])).get(
-            self.user_id, NOBODY
-        )
+        principal = (
+            await database_sync_to_async(socket_principals.load_principals)([self.user_id])
+        ).get(self.user_id, socket_principals.NOBODY)
         if not await database_sync_to_async(self._can_view)(principal):
             await self.close(code=4403)
             return
         self._access = (time.monotonic(), True)
-        await self._join([events.thread_group(self.thread_id)], principal)
+        await self._join([listeners.thread_group(self.thread_id)], principal)
 
     def _can_view(self, principal: Principal) -> bool:
         if not principal.active:
@@ -522,7 +419,7 @@ class ThreadConsumer(_LiveConsumer):
         if not await self._still_active(principal):
             return None
         checked_at, allowed = self._access
-        if time.monotonic() - checked_at >= PERMISSION_TTL:
+        if time.monotonic() - checked_at >= socket_principals.PERMISSION_TTL:
             allowed = await database_sync_to_async(self._can_view)(principal)
             self._access = (time.monotonic(), allowed)
         if not allowed:
@@ -551,7 +448,7 @@ class ThreadConsumer(_LiveConsumer):
         group_id = message.get("reviewer_group_id")
         out = _interrupt_message(message)
         if message["status"] == "pending":
-            can_answer = _may_review(principal, group_id)
+            can_answer = socket_principals.may_review(principal, group_id)
             interrupt_id = message["interrupt_id"]
             html = await renders().get(
                 ("card", interrupt_id, group_id, can_answer),
@@ -576,9 +473,6 @@ class ThreadConsumer(_LiveConsumer):
         await self.send_json(out)
 
     def _sections(self) -> dict[str, str] | None:
-        from hitl.core.models import Thread
-        from hitl.review import fragments as partials
-
         thread = (
             Thread.objects.select_related("requester", "reviewer_group")
             .filter(pk=self.thread_id)
@@ -586,4 +480,4 @@ class ThreadConsumer(_LiveConsumer):
         )
         if thread is None:
             return None
-        return partials.thread_sections(thread, self.scope["user"])
+        return fragments.thread_sections(thread, self.scope["user"])

@@ -195,7 +195,7 @@ class DecisionForm(forms.Form):
     )
     choice = forms.CharField(required=False, max_length=2000)
     response = forms.CharField(
-        required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 3})
+        required=False, max_length=20_000, widget=forms.Textarea(attrs={"rows": 2})
     )
 
     def __init__(self, data=None, *, interrupt: HumanInterrupt):
@@ -225,6 +225,18 @@ class DecisionForm(forms.Form):
         if note:
             lines.append(note if not lines else f"note: {note}")
         return "\n".join(lines)
+
+    def unsent_edit(self) -> dict[str, str]:
+        """The edit fields as posted when any differs from the proposal (a typed edit that
+        a decision other than edit leaves unsent), else {}."""
+        if not self.is_bound:
+            return {}
+        names = [arg.name for arg in self.arg_fields if arg.name in self.fields]
+        posted = [name for name in names if name in self.data]
+        # Posted without the card's fields (the inbox's quick keys): nothing was typed.
+        if not posted or not any(name in self.changed_data for name in names):
+            return {}
+        return {name: self.data[name] for name in posted}
 
     @property
     def has_editable(self) -> bool:

@@ -19,16 +19,17 @@ from hitl.core.access.permissions import (
     user_can_run_thread,
 )
 from hitl.core.audit import audit_for_thread
-from hitl.core.decisions import quorum
+from hitl.core.decisions import claims, quorum
 from hitl.core.decisions.rule_stats import dry_run_opinions
-from hitl.core.live import events
+from hitl.core.history.branches import thread_branches
+from hitl.core.live import listeners
 from hitl.core.models import Approval, HumanInterrupt, Run, Thread
 from hitl.core.remote import state as remote_state
-from hitl.core.runs.branches import thread_branches
 from hitl.review.batch import batch_context, label_decided
 from hitl.review.forms import DecisionForm
 from hitl.review.rendering import markdown, pretty_json
 from hitl.review.selectors import (
+    attach_failures,
     interrupt_clarification,
     mark_failed_actions,
     split_by_branch,
@@ -58,8 +59,10 @@ def interrupt_context(
     error: str = "",
     user=None,
     opinions: list[str] | None = None,
+    restored: bool = False,
 ) -> dict[str, Any]:
-    """One card; `opinions`: its dry-run rules' (rule_stats.dry_run_opinions), read if None."""
+    """One card; `opinions`: its dry-run rules' (rule_stats.dry_run_opinions), read if None;
+    `restored`: the form holds a typed edit that Undo gave back."""
     form = form or DecisionForm(interrupt=row)
     raw = row.raw_value
     if opinions is None:
@@ -70,7 +73,10 @@ def interrupt_context(
         "row": row,
         "form": form,
         "error": error,
+        "restored": restored and can_answer,
         "can_answer": can_answer,
+        # Per reviewer: a card rendered for everyone (user=None) leaves it to the page.
+        "snooze": claims.snooze_of(row, user) if can_answer else None,
         "description_html": markdown(row.description),
         "clarification": interrupt_clarification(row),
         "raw_json": pretty_json(raw) if row.kind == HumanInterrupt.Kind.RAW else "",
@@ -104,11 +110,7 @@ def outcome_context(row: HumanInterrupt) -> dict[str, Any]:
     undo_seconds = 0.0
     if row.undo_until is not None:
         undo_seconds = max(0.0, (row.undo_until - timezone.now()).total_seconds())
-    who = (
-        row.responded_by.get_username()
-        if row.responded_by
-        else (f"rule {row.decided_by_rule}" if row.decided_by_rule else "")
-    )
+    who = row.answered_by
     if row.approvals_required > 1 and row.response_type in ("accept", "edit"):
         approvers = quorum.approvals_progress(row)["approvers"]  # four-eyes: all of them
         if len(approvers) > 1:
@@ -190,8 +192,8 @@ def attach_inbox_row(message: dict[str, Any]) -> None:
     Only while an inbox socket listens: the row is rendered once here for all of them.
     A socket that joins later renders rows for messages without one itself.
     """
-    inboxes = [events.inbox_group(message.get("reviewer_group_id")), events.INBOX_ALL]
-    if not events.groups_listened(inboxes):
+    inboxes = [listeners.inbox_group(message.get("reviewer_group_id")), listeners.INBOX_ALL]
+    if not listeners.groups_listened(inboxes):
         return
     fragment = inbox_interrupt_fragment(message["interrupt_id"])
     if fragment is not None:
@@ -201,6 +203,8 @@ def attach_inbox_row(message: dict[str, Any]) -> None:
 def inbox_thread_row(thread: Thread, request=None) -> str:
     if not hasattr(thread, "pending_items"):
         thread.pending_items = list(thread_pending_interrupts(thread))
+    if not hasattr(thread, "failure"):
+        attach_failures([thread])
     return render_to_string(
         "hitl/partials/inbox_thread_row.html", {"thread": thread}, request=request
     )
@@ -246,6 +250,12 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
     if cancelled:
         shown_status = "cancelled"
     remote = _remote_context(thread)
+    audit = audit_for_thread(thread, limit=200)
+    if latest is not None and latest.status == Run.Status.ERROR:
+        # The banner says the failure; its trail line points there instead of repeating it.
+        failures = [e for e in audit if e.kind == "run.failed" and e.event.run_id == latest.pk]
+        if failures:
+            failures[-1].shown_above = True
     return {
         "failed_actions": latest_failed,
         "latest_run": latest if ended else None,
@@ -271,7 +281,7 @@ def thread_context(thread: Thread, user) -> dict[str, Any]:
         "artifacts": artifacts,
         "other_artifacts": other_artifacts,
         "conversation": conversation,
-        "audit": audit_for_thread(thread, limit=200),
+        "audit": audit,
         # Tracebacks are for whoever may read runs in admin, where they are shown too.
         "show_traceback": user.has_perm("hitl.view_run"),
         **batch_context(thread, user),

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from hitl.core.access.links import LinkExpired, LinkInvalid, link_interrupt_id
 from hitl.core.access.permissions import user_can_review_all
 from hitl.core.models import HumanInterrupt, NotificationPreference, SlackUserLink
-from hitl.core.runs.webhook_urls import WebhookNotAllowed, webhook_check_url
+from hitl.core.net.webhook_urls import WebhookNotAllowed, webhook_check_url
 
 
 @login_required
@@ -41,7 +41,13 @@ class PreferenceForm(forms.ModelForm):
         max_length=500,
         assume_scheme="https",
         label="Slack webhook URL",
-        help_text="A Slack-compatible incoming webhook URL.",
+        help_text="A Slack-compatible incoming webhook URL. Write-only: leave blank to keep "
+        "the stored one.",
+        # The URL lets anyone post to the channel: never sent back, not even to its owner.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    clear_slack_webhook_url = forms.BooleanField(
+        required=False, label="Remove my Slack webhook URL"
     )
 
     class Meta:
@@ -49,6 +55,7 @@ class PreferenceForm(forms.ModelForm):
         fields = (
             "email",
             "slack_webhook_url",
+            "clear_slack_webhook_url",
             "digest_minutes",
             "quiet_start",
             "quiet_end",
@@ -84,6 +91,12 @@ class PreferenceForm(forms.ModelForm):
         data = super().clean()
         if (data.get("quiet_start") is None) != (data.get("quiet_end") is None):
             raise forms.ValidationError("Quiet hours need both a start and an end.")
+        # Write-only, as in admin (hitl/ops/secret_fields.py): blank keeps, the box clears.
+        if data.get("clear_slack_webhook_url"):
+            data["slack_webhook_url"] = ""
+        elif not data.get("slack_webhook_url") and self.instance.pk:
+            stored = NotificationPreference.objects.get(pk=self.instance.pk)
+            data["slack_webhook_url"] = stored.slack_webhook_url
         return data
 
 

@@ -14,12 +14,17 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
+from agents.paths import FileAccessError
 from hitl.core.access.permissions import user_can_review, user_can_review_all, user_group_ids
-from hitl.core.decisions.claims import filter_claims, snoozed_by
-from hitl.core.errors import without_paths
+from hitl.core.decisions.claims import filter_claims, snoozed_by, snoozed_until
+from hitl.core.errors import error_headline, without_paths
+from hitl.core.files.storage import FilesUnavailable, thread_files, unavailable
+from hitl.core.history.branches import Branch, Branches
 from hitl.core.models import Artifact, HumanInterrupt, Run, Thread, ToolExecution
-from hitl.core.runs.branches import Branch, Branches
-from hitl.review.rendering import markdown, pretty_json
+from hitl.core.registry import registry
+from hitl.core.remote import state as remote_state
+from hitl.core.runs.graphs import checkpointer
+from hitl.review.rendering import csv_preview, markdown, pretty_json
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +108,8 @@ def pending_interrupts_for(user, query: InboxQuery) -> QuerySet[HumanInterrupt]:
         qs = filter_claims(qs, query.claimed, user)
     if not query.snoozed:
         qs = qs.exclude(snoozed_by(user))
+    else:  # the rows say which ones I set aside, and until when
+        qs = qs.annotate(snoozed_until=snoozed_until(user))
     return qs
 
 
@@ -214,8 +221,27 @@ def inbox_page(user, query: InboxQuery) -> InboxPage:
     prefetch_related_objects(
         page.items, Prefetch("interrupts", queryset=pending, to_attr="pending_items")
     )
+    attach_failures(page.items)
     page.kind = "threads"
     return page
+
+
+def attach_failures(threads: list[Thread]) -> None:
+    """Set `failure` on each failed thread: its latest run's error in one line (one query
+    for all of them)."""
+    failed = {t.pk: t for t in threads if t.status == Thread.Status.ERROR}
+    for thread in threads:
+        thread.failure = ""
+    if not failed:
+        return
+    errors = (
+        Run.objects.filter(thread_id__in=failed, status=Run.Status.ERROR)
+        .order_by("thread_id", "-created_at")
+        .values_list("thread_id", "error")
+    )
+    for thread_id, error in errors:
+        if not failed[thread_id].failure:
+            failed[thread_id].failure = error_headline(error) or "The run failed."
 
 
 def pending_count_for(user) -> int:
@@ -368,10 +394,6 @@ class Conversation:
 
 def thread_conversation(thread: Thread, *, limit: int = 200) -> Conversation:
     """The thread's messages (and tool calls) from its LangGraph checkpoint."""
-    from hitl.core.registry import registry
-    from hitl.core.remote import state as remote_state
-    from hitl.core.runs.graphs import checkpointer
-
     try:
         link = remote_state.remote_link(thread)
         if link is not None:  # a thread of another deployment: its state is there
@@ -464,15 +486,30 @@ def artifact_mime(artifact: Artifact) -> str:
 
 
 def artifact_open(artifact: Artifact):
-    """Open an artifact's bytes from the thread's storage, or None when it is gone."""
-    from agents.paths import FileAccessError
-    from hitl.core.files.storage import thread_files
+    """Open an artifact's bytes from the thread's storage, or None when it is gone.
 
+    Raises FilesUnavailable when the store failed (the file may well be there).
+    """
     try:
         # The storage layer validates the virtual path (no "..", no other thread's files).
         return thread_files(artifact.thread_id).open(artifact.path)
-    except (FileAccessError, OSError):
+    except (FileAccessError, FileNotFoundError):
         return None
+    except OSError as exc:
+        raise unavailable(exc) from None
+
+
+def artifact_preview_bytes(artifact: Artifact) -> bytes | None:
+    """The first PREVIEW_BYTES of an artifact (None when it is gone); FilesUnavailable
+    when the store failed."""
+    handle = artifact_open(artifact)
+    if handle is None:
+        return None
+    try:
+        with handle:
+            return handle.read(PREVIEW_BYTES)
+    except OSError as exc:
+        raise unavailable(exc) from None
 
 
 @dataclass
@@ -482,6 +519,7 @@ class ArtifactView:
     kind: str  # image | csv | text | file
     name: str
     missing: bool = False
+    unreadable: bool = False  # the store failed just now
     text: str = ""
     table: dict[str, Any] | None = None
     branch: Branch | None = None
@@ -507,8 +545,6 @@ def split_by_branch(
 
 
 def thread_artifacts(thread: Thread) -> list[ArtifactView]:
-    from hitl.review.rendering import csv_preview
-
     views = []
     for artifact in thread.artifacts.order_by("created_at", "path"):
         mime = artifact_mime(artifact)
@@ -523,13 +559,14 @@ def thread_artifacts(thread: Thread) -> list[ArtifactView]:
             kind = "file"
         view = ArtifactView(artifact=artifact, mime=mime, kind=kind, name=name)
         if kind in ("csv", "text"):
-            handle = artifact_open(artifact)
-            if handle is None:
-                view.missing = True
+            try:
+                data = artifact_preview_bytes(artifact)
+            except FilesUnavailable:
+                view.unreadable = True
             else:
-                with handle:
-                    data = handle.read(PREVIEW_BYTES)
-                if kind == "csv":
+                if data is None:
+                    view.missing = True
+                elif kind == "csv":
                     view.table = csv_preview(data)
                 else:
                     view.text = data.decode("utf-8", errors="replace")

@@ -60,7 +60,10 @@ def _is_reviewer_page(view) -> bool:
     module = getattr(view, "__module__", "")
     if module == "hitl.review.sso":  # the login pages: for anonymous users by design
         return False
-    return module.startswith("hitl.review.") or module == "hitl.ops.thread_actions"
+    return module.startswith("hitl.review.") or module in (
+        "hitl.ops.thread_actions",
+        "hitl.integrations.email.views",  # the preferences page's test mail
+    )
 
 
 def _refusal(request: HttpRequest) -> HttpResponse | None:

@@ -28,7 +28,8 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from hitl.core.access.sso import sso_user_sign_in
+from hitl.core.access.sso import SUBJECT_MAX, sso_user_sign_in
+from hitl.core.errors import Invalid, check_json
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,10 @@ _discovery_lock = threading.Lock()
 
 class SsoUnavailable(Exception):
     """The identity provider could not be reached or answered nonsense."""
+
+
+class SsoRefused(SuspiciousOperation):
+    """An answer from the provider we do not trust or cannot read; the reason is shown."""
 
 
 def discovery() -> dict[str, Any]:
@@ -105,12 +110,7 @@ class SsoBackend(OIDCAuthenticationBackend):
         The library checks only signature and nonce (not iss or aud), and lets PyJWT's
         ExpiredSignatureError escape as a 500: every refusal here is SuspiciousOperation.
         """
-        try:
-            alg = jwt.get_unverified_header(payload).get("alg")
-        except jwt.InvalidTokenError as exc:
-            raise SuspiciousOperation(f"ID token unreadable: {exc}") from exc
-        if alg != self.OIDC_RP_SIGN_ALGO:
-            raise SuspiciousOperation(f"ID token signed with {alg!r}")
+        alg = self._header(payload)["alg"]
         try:
             return jwt.decode(
                 payload,
@@ -124,12 +124,42 @@ class SsoBackend(OIDCAuthenticationBackend):
         except jwt.InvalidTokenError as exc:
             raise SuspiciousOperation(f"ID token refused: {exc}") from exc
 
+    def _header(self, token: Any) -> dict[str, Any]:
+        """The ID token's header, if it is signed the way we expect; else SsoRefused.
+
+        Checked before the library looks at it: it reads `kid` unguarded (an unsigned
+        `alg: none` token has none, a 500), and PyJWT lets a lone surrogate or a header
+        nested 20k deep escape as UnicodeEncodeError or RecursionError.
+        """
+        if not isinstance(token, str) or not token:
+            raise SsoRefused("the token response has no ID token", "it has no ID token")
+        try:
+            header = jwt.get_unverified_header(token)
+        except (jwt.InvalidTokenError, ValueError, RecursionError) as exc:
+            raise SsoRefused(f"ID token unreadable: {exc}", "the ID token is unreadable") from None
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg.lower() == "none":
+            raise SsoRefused(f"ID token not signed (alg {alg!r})", "the ID token is not signed")
+        if alg != self.OIDC_RP_SIGN_ALGO:
+            raise SsoRefused(
+                f"ID token signed with {alg!r}",
+                f"the ID token is signed with {alg[:20]}, not {self.OIDC_RP_SIGN_ALGO}",
+            )
+        kid = header.get("kid")
+        if self.get_settings("OIDC_VERIFY_KID", True) and not (
+            isinstance(kid, str) and 0 < len(kid) <= 200 and "\x00" not in kid
+        ):
+            raise SsoRefused(
+                f"ID token names no usable key id (kid {kid!r:.50})",
+                "the ID token does not name its signing key",
+            )
+        return header
+
     def verify_token(self, token, **kwargs):
-        if not token:
-            raise SuspiciousOperation("the token response has no id_token")
+        self._header(token)
         try:
             payload = super().verify_token(token, **kwargs)
-        except jwt.InvalidTokenError as exc:  # a malformed header, before _verify_jws
+        except (jwt.InvalidTokenError, ValueError, RecursionError) as exc:
             raise SuspiciousOperation(f"ID token refused: {exc}") from exc
         audience = payload["aud"]
         several = isinstance(audience, list) and len(audience) > 1
@@ -145,10 +175,18 @@ class SsoBackend(OIDCAuthenticationBackend):
             if info.get("sub") != payload["sub"]:
                 raise SuspiciousOperation("userinfo names another subject than the ID token")
             claims.update(info)
+        try:
+            # Every claim may end up in a column (e-mail, names, the group claim's values).
+            check_json(claims, "claims")
+        except Invalid as exc:
+            raise SsoRefused(
+                f"claims refused: {exc.message}", "its claims cannot be stored"
+            ) from None
         return claims
 
     def verify_claims(self, claims):
-        return bool(claims.get("sub"))
+        subject = claims.get("sub")
+        return isinstance(subject, str) and 0 < len(subject) <= SUBJECT_MAX
 
     def get_or_create_user(self, access_token, id_token, payload):
         claims = self.get_userinfo(access_token, id_token, payload)
@@ -163,6 +201,7 @@ class SsoBackend(OIDCAuthenticationBackend):
 
 
 def _refused(request, message: str, status: int):
+    """The sign-in page again, saying why."""
     return render(
         request,
         "registration/login.html",
@@ -201,6 +240,10 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
             raise Http404("single sign-on is not configured")
         try:
             return super().get(request)
+        except SsoRefused as exc:
+            log.warning("sso: sign-in refused: %s", exc)
+            message = f"Single sign-on refused the identity provider's answer: {exc.args[1]}."
+            return _refused(request, message, 400)
         except SuspiciousOperation as exc:
             log.warning("sso: sign-in refused: %s", exc)
             return _refused(request, "Single sign-on refused the identity provider's answer.", 400)

@@ -29,6 +29,7 @@ from hitl.review.rendering import (
     STRING,
     TEXT,
     ArgField,
+    markdown,
     schema_type,
 )
 
@@ -177,6 +178,8 @@ class StartThreadForm(forms.Form):
         self.graph_name = chosen
         self.schema, self.note = graph_input_schema(chosen) if chosen else (None, "")
         self.description = graph_description(chosen) if chosen else ""
+        # A docstring is Markdown (`create_agent`, **bold**), rendered as the cards' is.
+        self.description_html = markdown(self.description)
         self.input_fields = input_fields(self.schema)
         for arg in self.input_fields:
             self.fields[arg.name] = _form_field(arg)

@@ -13,16 +13,16 @@ from django.views.decorators.http import require_GET, require_POST
 
 from hitl.core import errors
 from hitl.core.access.permissions import user_can_run_thread, user_can_view_thread
-from hitl.core.models import Thread
-from hitl.core.remote import state as remote_state
-from hitl.core.runs import timetravel
-from hitl.core.runs.branches import Branches, thread_branches
-from hitl.core.runs.history import (
+from hitl.core.history import timetravel
+from hitl.core.history.branches import Branches, thread_branches
+from hitl.core.history.history import (
     MAX_CHECKPOINT_ID,
     Step,
     thread_history_page,
     thread_step_state,
 )
+from hitl.core.models import Thread
+from hitl.core.remote import state as remote_state
 from hitl.review.fragments import credit_editors
 from hitl.review.views import _render_thread
 
@@ -31,7 +31,7 @@ MAX_EDIT_BYTES = 64 * 1024
 
 def history_context(thread: Thread) -> dict:
     """The history shell the thread page embeds: the steps load when it is opened."""
-    return {"branches": thread_branches(thread)}
+    return {"branches": thread_branches(thread), "remote_link": remote_state.remote_link(thread)}
 
 
 @login_required
@@ -78,19 +78,22 @@ def _remote_history(request, thread: Thread, link, partial: bool):
         found, unreadable = remote_state.remote_checkpoints(link), False
     except remote_state.RemoteUnreadable:
         found, unreadable = [], True
-    steps = [
-        Step(
+    steps = []
+    for cp in found:
+        source = str(cp["source"] or "")
+        step = Step(
             checkpoint_id=str(cp["checkpoint_id"]),
             step=cp["step"],
-            source=str(cp["source"] or ""),
+            source=source,
             kind="remote",
-            next=list(cp["next"]),
+            # LangGraph's own nodes (__start__, __end__) are not the graph's steps.
+            next=[name for name in cp["next"] if not str(name).startswith("__")],
             created_at=parse_datetime(str(cp["created_at"] or "")),
             run_id=None,
             values_json=cp["values_json"],
         )
-        for cp in found
-    ]
+        step.kind, step.node = _remote_step_words(source, step.next, bool(cp["next"]))
+        steps.append(step)
     context = {
         "thread": thread,
         "steps": steps,
@@ -101,6 +104,19 @@ def _remote_history(request, thread: Thread, link, partial: bool):
     }
     template = "hitl/partials/thread_history_steps.html" if partial else "hitl/thread_history.html"
     return render(request, template, context)
+
+
+REMOTE_SOURCES = {"update": "State updated", "fork": "Forked"}
+
+
+def _remote_step_words(source: str, next_nodes: list[str], more: bool) -> tuple[str, str]:
+    """(kind, what to call it) of a remote step, in the words of local ones: LangGraph's
+    "input" is the run's start, "loop" the nodes that run from it, no next its end."""
+    if source == "input":
+        return "input", ""
+    if not more:
+        return "remote", "End"
+    return "remote", REMOTE_SOURCES.get(source) or ", ".join(next_nodes) or "Start"
 
 
 @login_required

@@ -23,7 +23,8 @@ from hitl.core.access.permissions import (
     user_group_ids,
 )
 from hitl.core.decisions.rule_stats import dry_run_opinions
-from hitl.core.live import events
+from hitl.core.files.storage import FilesUnavailable, download_headers
+from hitl.core.live import listeners
 from hitl.core.models import Artifact, HumanInterrupt, Thread
 from hitl.review import fragments as partials
 from hitl.review.batch import batch_of, item_label
@@ -112,7 +113,7 @@ def thread_new(request):
                     title=form.cleaned_data["title"],
                     user=request.user,
                 )
-                events.expect_listener(run.thread_id)
+                listeners.expect_listener(run.thread_id)
         except errors.ServiceError as exc:
             form.add_error(None, exc.message)
         else:
@@ -142,10 +143,13 @@ def _render_thread(request, thread: Thread, *, failed=None, lost=None, status: i
     cards = []
     rows = list(partials.thread_pending_interrupts(thread))
     opinions = dry_run_opinions(rows)
+    restored = _take_restored(request, rows)
     for row in rows:
         extra = {}
         if failed and failed[0].pk == row.pk:
             extra = {"form": failed[1], "error": failed[2]}
+        elif row.pk in restored:
+            extra = {"form": DecisionForm(restored[row.pk], interrupt=row), "restored": True}
         context = partials.interrupt_context(
             row,
             can_answer=user_can_review(request.user, row),
@@ -226,6 +230,7 @@ def interrupt_decide(request, interrupt_id):
         return _render_thread(request, row.thread, failed=(row, form, error), status=400)
     # A decided row goes to the service whatever the form says: it names who answered.
     response_type, args = form.decision() if form.is_valid() else ("accept", None)
+    unsent = form.unsent_edit() if response_type == "accept" else {}
     try:
         answer = decisions.interrupt_resolve(
             interrupt_id=row.pk,
@@ -266,6 +271,14 @@ def interrupt_decide(request, interrupt_id):
     if progress is not None:  # four-eyes: still pending until the quorum is met
         done = f"Approval recorded ({progress.approvals} of {progress.required} approvals): {named}"
     undo = undo_info(answer.row)
+    if unsent:
+        # Accepted as proposed over a typed edit: keep the edit for Undo to give back.
+        _keep_unsent(request, row, unsent if undo else None)
+        done += (
+            "; your typed edit was not sent (Undo gives it back)"
+            if undo
+            else "; your typed edit was not sent"
+        )
     # The page stays on this thread (its agent resumes here); another thread's item is
     # only offered as a link, never opened: a decision acts on what the reviewer has seen.
     stay = thread_url
@@ -291,6 +304,27 @@ def interrupt_decide(request, interrupt_id):
     tags = f"undo undo-{answer.row.pk}-{undo['until_ms']}" if undo else ""
     messages.success(request, _sentence(done), extra_tags=tags)
     return redirect(stay)
+
+
+UNSENT_KEPT = 10  # typed edits kept per session for Undo (the newest)
+
+
+def _keep_unsent(request, row: HumanInterrupt, data: dict | None) -> None:
+    """Remember (or forget, with None) the edit a reviewer typed but did not send."""
+    kept = {k: v for k, v in request.session.get("hitl_unsent", {}).items() if k != str(row.pk)}
+    if data is not None:
+        kept[str(row.pk)] = data
+    request.session["hitl_unsent"] = dict(list(kept.items())[-UNSENT_KEPT:])
+
+
+def _take_restored(request, rows: list[HumanInterrupt]) -> dict:
+    """The typed edits Undo gave back for these pending rows, taken out of the session."""
+    restored = request.session.get("hitl_restore") or {}
+    if not restored:
+        return {}
+    found = {row.pk: restored.pop(str(row.pk)) for row in rows if str(row.pk) in restored}
+    request.session["hitl_restore"] = restored
+    return found
 
 
 def _next_href(row: HumanInterrupt) -> str:
@@ -328,6 +362,14 @@ def interrupt_undo(request, interrupt_id):
         messages.error(request, exc.message)
         return _render_thread(request, row.thread, status=exc.status_code)
     text = f"Undone: {interrupt_label(row)} is waiting for a decision again."
+    unsent = request.session.get("hitl_unsent", {}).get(str(row.pk))
+    if unsent:
+        _keep_unsent(request, row, None)
+        request.session["hitl_restore"] = {
+            **(request.session.get("hitl_restore") or {}),
+            str(row.pk): unsent,
+        }
+        text += " Your typed edit is back in the card: nothing of it was sent."
     if as_json:
         return JsonResponse({"ok": True, "message": text})
     messages.success(request, text)
@@ -395,7 +437,10 @@ def artifact_download(request, thread_id, artifact_id):
     artifact = Artifact.objects.filter(pk=artifact_id, thread=thread).first()
     if artifact is None:
         raise Http404("No such file.")
-    handle = artifact_open(artifact)
+    try:
+        handle = artifact_open(artifact)
+    except FilesUnavailable as exc:
+        return HttpResponse(exc.message, status=503, content_type="text/plain")
     if handle is None:
         return HttpResponse(
             "The file is no longer in storage.", status=410, content_type="text/plain"
@@ -409,7 +454,6 @@ def artifact_download(request, thread_id, artifact_id):
         mime = "text/plain; charset=utf-8"
     response = FileResponse(handle, content_type=mime)
     response["Content-Disposition"] = content_disposition_header(not inline, name)
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    download_headers(response, handle)
     response["Cache-Control"] = "private, max-age=300"
     return response

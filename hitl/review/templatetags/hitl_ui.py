@@ -1,7 +1,21 @@
 """Small template filters for the reviewer web app."""
 
+import hashlib
+import html
+import json
+import time
+
+import nh3
 from django import template
+from django.conf import settings
 from django.template.defaultfilters import filesizeformat
+from django.utils import timezone
+from django.utils.timesince import timesince
+
+from hitl.core.decisions.quorum import current_args
+from hitl.core.errors import error_headline
+from hitl.review.rendering import markdown, peek_args
+from hitl.review.selectors import interrupt_clarification, interrupt_label
 
 register = template.Library()
 
@@ -34,12 +48,6 @@ def duration(run) -> str:
 @register.filter
 def plain(value) -> str:
     """Agent markdown as one line of plain text, for list summaries (escaped on output)."""
-    import html
-
-    import nh3
-
-    from hitl.review.rendering import markdown
-
     text = nh3.clean(str(markdown(value)), tags=set())
     return " ".join(html.unescape(text).split())
 
@@ -47,9 +55,6 @@ def plain(value) -> str:
 @register.filter
 def ago(value) -> str:
     """'just now', '5 minutes ago', '2 hours ago'."""
-    from django.utils import timezone
-    from django.utils.timesince import timesince
-
     if not value:
         return ""
     if (timezone.now() - value).total_seconds() < 60:
@@ -60,32 +65,30 @@ def ago(value) -> str:
 @register.filter
 def clarification_of(row):
     """The clarification an interrupt carries (type, question, options), or None."""
-    from hitl.review.selectors import interrupt_clarification
-
     return interrupt_clarification(row)
+
+
+@register.simple_tag
+def default_reviewer_group() -> str:
+    """The group that reviews what no other group is named for."""
+    return settings.HITL_DEFAULT_REVIEWER_GROUP
 
 
 @register.filter
 def headline(error) -> str:
     """A stored traceback as its exception type and message."""
-    from hitl.core.errors import error_headline
-
     return error_headline(str(error or ""))
 
 
 @register.filter
 def action_words(row) -> str:
     """What an interrupt asks, in words: the question, or the action without underscores."""
-    from hitl.review.selectors import interrupt_label
-
     return interrupt_label(row)
 
 
 @register.filter
 def undo_of(message) -> dict | None:
     """The undo a flash message offers ({id, seconds}), from its `undo-<id>-<ms>` tag."""
-    import time
-
     for tag in str(getattr(message, "extra_tags", "") or "").split():
         if tag.startswith("undo-"):
             pk, _, until_ms = tag[5:].rpartition("-")
@@ -106,8 +109,6 @@ def a_type(kind) -> str:
 @register.filter
 def arg_peek(row):
     """The two or three args an inbox row shows, and what it leaves unseen."""
-    from hitl.review.rendering import peek_args
-
     return peek_args(row.args, row.args_schema)
 
 
@@ -115,11 +116,6 @@ def arg_peek(row):
 def args_digest(row) -> str:
     """A short fingerprint of the args a card shows (and of its four-eyes round): a draft
     typed over other args is never put back."""
-    import hashlib
-    import json
-
-    from hitl.core.decisions.quorum import current_args
-
     text = json.dumps([current_args(row), row.approval_round], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
