@@ -13,6 +13,7 @@ a checkpointer; HITL binds its own.
 """
 
 import os
+import time
 from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -40,6 +41,8 @@ def record(name: str, config: RunnableConfig) -> None:
 
 
 def plan(state: FaultState, config: RunnableConfig) -> dict[str, Any]:
+    # A model-bound agent: a blocking model call of HITL_FAULT_LATENCY seconds.
+    time.sleep(float(os.environ.get("HITL_FAULT_LATENCY") or 0))
     record("plan", config)
     return {"plan": {"action": "send_email", "args": {"to": "team@example.com", "n": 1}}}
 

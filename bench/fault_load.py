@@ -118,6 +118,7 @@ async def drive(
     straggle: float,
     naive: bool = False,
     stock: bool = False,
+    headers: dict[str, str] | None = None,
 ) -> Load:
     import httpx
     from langgraph_sdk import get_client
@@ -175,7 +176,8 @@ async def drive(
             await one_cycle(client, n)
 
     sdk = [
-        get_client(url=f"{base_url}/langgraph", api_key=token, timeout=330) for _ in range(clients)
+        get_client(url=f"{base_url}/langgraph", api_key=token, timeout=330, headers=headers)
+        for _ in range(clients)
     ]
     began = time.perf_counter()
     tasks = [asyncio.create_task(client_loop(c)) for c in sdk]

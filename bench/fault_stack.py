@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+from bench.balancer import Balancer
 from bench.common import (
     BIN,
     ROOT,
@@ -34,14 +36,31 @@ SCENARIOS = {
     "pg": "pg_terminate_backend on all the database's sessions, 5 times in 18 s",
     "redis": "Redis down for 10 s, then back",
     "baseline": "(baseline: no fault)",
+    "roll": "rolling restart: each web process, then each worker, SIGTERM and start again",
 }
 
 
 class FaultStack:
-    """daphne + 2 Celery workers + beat + a private redis-server, on database `db`."""
+    """daphne + 2 Celery workers + beat + a private redis-server, on database `db`.
 
-    def __init__(self, workdir: Path, pg: str, db: str, workers: int = 2, concurrency: int = 2):
+    With `web` > 1, that many daphne processes behind a balancer (bench/balancer.py) on
+    `port`; `pool` and `concurrency` are the workers' (the README's worker: threads).
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        pg: str,
+        db: str,
+        workers: int = 2,
+        concurrency: int = 2,
+        *,
+        web: int = 1,
+        pool: str = "prefork",
+        **env: str,
+    ):
         self.workdir = workdir
+        self.pool = pool
         self.pg = pg
         self.db = db
         self.database_url = f"{pg}/{db}"
@@ -53,10 +72,13 @@ class FaultStack:
             folder.mkdir(parents=True, exist_ok=True)
         self.redis: subprocess.Popen | None = None
         self.daphne: subprocess.Popen | None = None
+        self.webs: list[subprocess.Popen | None] = [None] * web
         self.beat: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen | None] = [None] * workers
         self.spawned: list[subprocess.Popen] = []  # everything ever started, for stop()
         self.port = free_port()
+        self.web_ports = [self.port] if web == 1 else [free_port() for _ in range(web)]
+        self.balancer = Balancer(self.port, self.web_ports) if web > 1 else None
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.env = clean_env(
             DATABASE_URL=self.database_url,
@@ -70,8 +92,11 @@ class FaultStack:
             LOG_LEVEL="INFO",
             PYTHONPATH=str(ROOT),
             PYTHONUNBUFFERED="1",
+            HITL_WORKER_POOL=pool,
+            **env,
         )
         self.token = ""
+        self.roll: list[dict] = []  # what a rolling restart measured, per process
 
     # processes
 
@@ -122,34 +147,58 @@ class FaultStack:
 
     def start_worker(self, slot: int, note: str = "") -> subprocess.Popen:
         proc = self._spawn(
-            celery_worker_command(f"faults{slot}@%h", concurrency=self.concurrency, level="INFO"),
+            celery_worker_command(
+                f"faults{slot}@%h", concurrency=self.concurrency, pool=self.pool, level="INFO"
+            ),
             f"worker{slot}.log",
             note,
         )
         self.workers[slot] = proc
         return proc
 
+    def start_web(self, slot: int, note: str = "") -> subprocess.Popen:
+        port = self.web_ports[slot]
+        proc = self._spawn(
+            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            "daphne.log" if slot == 0 else f"daphne{slot}.log",
+            note,
+        )
+        self.webs[slot] = proc
+        return proc
+
+    def wait_web(self, slot: int, proc: subprocess.Popen) -> None:
+        log_name = "daphne.log" if slot == 0 else f"daphne{slot}.log"
+        url = f"http://127.0.0.1:{self.web_ports[slot]}/langgraph/ok"
+        wait_http(url, proc, 60, self.workdir / log_name)
+
+    def wait_worker_ready(self, slot: int, proc: subprocess.Popen, after: int = 0) -> None:
+        """Until worker `slot` logs " ready." past byte `after` of its log."""
+        logfile = self.workdir / f"worker{slot}.log"
+        deadline = time.monotonic() + 90
+        while " ready." not in logfile.read_bytes()[after:].decode(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker {slot} did not start; see {logfile}")
+            time.sleep(0.2)
+
     def start(self) -> None:
         recreate_database(self.pg, self.db)
         self.start_redis()
         self.token = hitl_prepare(self.env, self.workdir / "token")
-        self.daphne = self._spawn(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), "hitl.asgi:application"],
-            "daphne.log",
-        )
+        for slot in range(len(self.webs)):
+            self.start_web(slot)
+        self.daphne = self.webs[0]
+        if self.balancer is not None:
+            self.balancer.start()
         for slot in range(len(self.workers)):
             self.start_worker(slot)
         self.beat = self._spawn(
             [str(BIN / "celery"), "-A", "hitl", "beat", "-l", "INFO"], "beat.log"
         )
-        wait_http(f"{self.base_url}/langgraph/ok", self.daphne, 60, self.workdir / "daphne.log")
-        deadline = time.monotonic() + 90
+        for slot, proc in enumerate(self.webs):
+            self.wait_web(slot, proc)
         for slot, proc in enumerate(self.workers):
-            logfile = self.workdir / f"worker{slot}.log"
-            while " ready." not in logfile.read_text(errors="replace"):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"worker {slot} did not start; see {logfile}")
-                time.sleep(0.2)
+            self.wait_worker_ready(slot, proc)
+        deadline = time.monotonic() + 90
         while "beat: Starting" not in (self.workdir / "beat.log").read_text(errors="replace"):
             if self.beat.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"celery beat did not start; see {self.workdir / 'beat.log'}")
@@ -158,6 +207,8 @@ class FaultStack:
     def stop(self) -> None:
         live = [p for p in self.spawned if p.poll() is None and p is not self.redis]
         stop_processes(live)
+        if self.balancer is not None:
+            self.balancer.stop()
         self.stop_redis()
         for proc in self.spawned:
             with contextlib.suppress(Exception):
@@ -230,4 +281,112 @@ def fault_none(stack: FaultStack, abort: threading.Event, events: list[str]) -> 
     pass
 
 
-FAULTS = {"kill": fault_kill, "pg": fault_pg, "redis": fault_redis, "baseline": fault_none}
+# The worker's line for a run's end (hitl.core.worker.execute): "run <id> <status> in <ms> ms".
+RUN_END = re.compile(rb"run [0-9a-f-]{36} \w+ in [0-9.]+ ms")
+
+
+def _stop_worker_timed(stack: FaultStack, slot: int) -> dict:
+    """SIGTERM worker `slot` (a warm shutdown); time its exit against its last run's end."""
+    proc = stack.workers[slot]
+    assert proc is not None
+    logfile = stack.workdir / f"worker{slot}.log"
+    offset = logfile.stat().st_size
+    last_end = None
+    ended = 0
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    while True:
+        gone = proc.poll() is not None
+        now = time.monotonic()
+        data = logfile.read_bytes()[offset:]
+        cut = data.rfind(b"\n") + 1
+        found = len(RUN_END.findall(data[:cut]))
+        if found:
+            ended += found
+            last_end = now
+        offset += cut
+        if gone:
+            break
+        time.sleep(0.01)
+    exited = time.monotonic()
+    return {
+        "slot": slot,
+        "pid": proc.pid,
+        "runs_ended_after_sigterm": ended,
+        "stop_s": exited - began,
+        "exit_after_last_run_s": (exited - last_end) if last_end is not None else None,
+        "returncode": proc.returncode,
+    }
+
+
+def fault_roll(stack: FaultStack, abort: threading.Event, events: list[str]) -> None:
+    """Every web process, then every worker, one at a time: stopped (SIGTERM) and started.
+
+    A web process is first drained at the balancer (no new connections) until each of its
+    open requests has begun its answer; a worker finishes what it holds (warm shutdown).
+    """
+    stack.roll = []
+    balancer = stack.balancer
+    for slot, proc in enumerate(stack.webs):
+        assert proc is not None
+        port = stack.web_ports[slot]
+        began = time.monotonic()
+        if balancer is not None:
+            balancer.drain(port)
+            while not balancer.settled(port) and time.monotonic() - began < 30:
+                if abort.wait(0.01):
+                    return
+        drained = time.monotonic() - began
+        open_at_stop = balancer.open_to(port) if balancer is not None else 0
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        stopped = time.monotonic() - began - drained
+        new = stack.start_web(slot, note=f"rolling restart after SIGTERM of {proc.pid}")
+        stack.wait_web(slot, new)
+        if balancer is not None:
+            balancer.undrain(port)
+        stack.roll.append(
+            {
+                "process": f"web {slot}",
+                "drain_s": drained,
+                "stop_s": stopped,
+                "open_at_stop": open_at_stop,
+                "back_s": time.monotonic() - began,
+            }
+        )
+        note(
+            events,
+            f"web {slot}: drained in {drained:.2f} s, {open_at_stop} answers in progress cut "
+            f"at SIGTERM, stopped in {stopped:.2f} s, serving again after "
+            f"{time.monotonic() - began:.1f} s (pid {new.pid})",
+        )
+        if abort.wait(2.0):
+            return
+    for slot in range(len(stack.workers)):
+        began = time.monotonic()
+        offset = (stack.workdir / f"worker{slot}.log").stat().st_size
+        stopped = _stop_worker_timed(stack, slot)
+        new = stack.start_worker(slot, note=f"rolling restart after SIGTERM of {stopped['pid']}")
+        stack.wait_worker_ready(slot, new, after=offset)
+        stopped.update(process=f"worker {slot}", back_s=time.monotonic() - began)
+        stack.roll.append(stopped)
+        lag = stopped["exit_after_last_run_s"]
+        note(
+            events,
+            f"worker {slot}: {stopped['runs_ended_after_sigterm']} runs ended after SIGTERM; "
+            f"exited {stopped['stop_s']:.2f} s after it, "
+            + (f"{lag:.2f} s after its last run ended" if lag is not None else "no run ended")
+            + f" (exit code {stopped['returncode']}); ready again after "
+            f"{stopped['back_s']:.1f} s (pid {new.pid})",
+        )
+        if abort.wait(2.0):
+            return
+
+
+FAULTS = {
+    "kill": fault_kill,
+    "pg": fault_pg,
+    "redis": fault_redis,
+    "baseline": fault_none,
+    "roll": fault_roll,
+}

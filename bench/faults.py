@@ -27,6 +27,14 @@ Faults start ~2 s into the load, in a background thread:
   pg        pg_terminate_backend() on every session of hitl_faults, 5 times over 18 s
   redis     the private redis-server stopped, 10 s later started again (empty)
   baseline  no fault
+  roll      a rolling restart: 2 daphne behind a balancer (bench/balancer.py; clients send
+            `Connection: close` so each request is balanced), 2 workers on the threads
+            pool (the README's worker, 64 runs each) and a model-bound `plan` (a blocking
+            call of --latency s, default 1). Each web process is drained at the balancer
+            until its open requests have begun their answers, then SIGTERMed and started
+            again; then each worker is SIGTERMed (it finishes what it holds) and started
+            again. Prints, per process, how long it took and how long a worker lingered
+            after its last run ended.
 
 After the load (stragglers are given up 120 s after the last cycle began), and once
 the fault schedule is over, the script waits up to 60 s for active runs to settle,
@@ -38,6 +46,7 @@ more than once.
 
     .venv/bin/python bench/faults.py                       # all four scenarios
     .venv/bin/python bench/faults.py --scenarios pg,baseline --clients 8 --cycles 150
+    .venv/bin/python bench/faults.py --scenarios roll --clients 32 --cycles 1200
 
 Logs (daphne, workers, beat) and per-scenario details stay in a temp dir printed at
 the start. Prints figures; it is not a test.
@@ -74,7 +83,18 @@ def run_scenario(name: str, args, root: Path) -> dict:
     workdir = root / name
     workdir.mkdir(parents=True)
     log(f"=== {name}: {SCENARIOS[name]} (logs: {workdir})")
-    stack = FaultStack(workdir, args.pg, args.db)
+    if name == "roll":
+        stack = FaultStack(
+            workdir,
+            args.pg,
+            args.db,
+            concurrency=64,
+            web=2,
+            pool="threads",
+            HITL_FAULT_LATENCY=str(args.latency),
+        )
+    else:
+        stack = FaultStack(workdir, args.pg, args.db)
     abort = threading.Event()
     events: list[str] = []
     try:
@@ -108,6 +128,8 @@ def run_scenario(name: str, args, root: Path) -> dict:
                 args.straggle,
                 args.naive_retry,
                 args.stock_client,
+                # Each request balanced on its own, as behind an HTTP balancer.
+                {"Connection": "close"} if stack.balancer is not None else None,
             )
         )
         load_end = time.monotonic()
@@ -123,6 +145,8 @@ def run_scenario(name: str, args, root: Path) -> dict:
         left = settle(stack.database_url, args.settle - (time.monotonic() - quiet_since))
         log(f"{name}: {left} threads still active (waited up to {args.settle:.0f} s); measuring")
         result = measure(stack.database_url, stack.effects)
+        result["roll"] = stack.roll
+        result["refused"] = stack.balancer.refused if stack.balancer is not None else 0
     finally:
         abort.set()
         stack.stop()
@@ -168,12 +192,16 @@ def print_report(results: list[dict], args) -> None:
         )
     print(
         f"\n{os.cpu_count()} cores; {args.clients} langgraph_sdk clients, {args.cycles} cycles "
-        "per scenario; 1 daphne, 2 Celery workers x 2 prefork children, beat, private Redis."
+        "per scenario; 1 daphne, 2 Celery workers x 2 prefork children, beat, private Redis "
+        "(roll: 2 daphne behind a balancer, 2 workers on the threads pool x 64)."
     )
     print(
         "duration = from the first cycle to the last answer (or giving up); repeated act / "
         "plan = threads whose node appended its line more than once."
     )
+    for r in results:
+        if r.get("roll"):
+            print_roll(r)
     for r in results:
         load = r["load"]
         print(f"\n--- {r['scenario']}: {SCENARIOS[r['scenario']]}  (logs: {r['workdir']})")
@@ -217,6 +245,19 @@ def print_report(results: list[dict], args) -> None:
                 print(f"      {line[:300]}")
 
 
+def print_roll(r: dict) -> None:
+    print(f"\nRolling restart, per process in order ({r['refused']} connections refused):")
+    print("| process | drained in | stopped in | answers cut | exit after last run | back after |")
+    print("|---|---|---|---|---|---|")
+    for p in r["roll"]:
+        lag = p.get("exit_after_last_run_s")
+        print(
+            f"| {p['process']} | {p.get('drain_s', 0):.2f} s | {p['stop_s']:.2f} s "
+            f"| {p.get('open_at_stop', '-')} | {'-' if lag is None else f'{lag:.2f} s'} "
+            f"| {p['back_s']:.1f} s |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -234,6 +275,9 @@ def main() -> None:
         "--stock-client",
         action="store_true",
         help="clients do not retry a 503 (as langgraph_sdk does not): each is an error",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=1.0, help="roll: s the plan node's model call takes"
     )
     parser.add_argument("--excerpts", type=int, default=4, help="log lines shown per log file")
     parser.add_argument(

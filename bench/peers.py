@@ -155,13 +155,16 @@ HITL_GRAPHS = f"{ASSISTANT}=bench.peer_graph:graph"
 class HitlProd(System):
     name = "hitl-prod"
     label = "HITL production (daphne + Celery + PG + Redis)"
-    databases = ["hitl_peers"]
+
+    @property
+    def databases(self) -> list[str]:
+        return [self.args.hitl_db]
 
     def env(self) -> dict[str, str]:
         return hitl_env(
             self.workdir / "var",
             HITL_GRAPHS,
-            DATABASE_URL=f"{self.args.pg}/hitl_peers",
+            DATABASE_URL=f"{self.args.pg}/{self.args.hitl_db}",
             REDIS_URL=self.args.redis,
             HITL_EXECUTOR="celery",
         )
@@ -169,7 +172,7 @@ class HitlProd(System):
     def prepare(self) -> None:
         import redis
 
-        recreate_database(self.args.pg, "hitl_peers")
+        recreate_database(self.args.pg, self.args.hitl_db)
         redis.Redis.from_url(self.args.redis).flushdb()
         self.api_key = hitl_prepare(self.env(), self.workdir / "token")
 
@@ -444,6 +447,7 @@ def main() -> None:
     )
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--hitl-db", default="hitl_peers", help="hitl-prod's database")
     parser.add_argument("--langgraph-cli-spec", default="langgraph-cli[inmem]==0.4.40")
     parser.add_argument("--aegra-spec", default="aegra-cli==0.6.0")
     args = parser.parse_args()

@@ -150,12 +150,12 @@ async def measure(args, cookies: list[str], ports: list[int]) -> None:
     from channels.layers import get_channel_layer
 
     from hitl.core.access.permissions import default_reviewer_group
-    from hitl.core.live import events
+    from hitl.core.live import listeners
 
     layer = get_channel_layer()
     channel = await layer.new_channel()
     group = await sync_to_async(default_reviewer_group)()
-    await layer.group_add(events.inbox_group(group.pk), channel)
+    await layer.group_add(listeners.inbox_group(group.pk), channel)
     at_layer: list[tuple[str, float]] = []
 
     async def tap():
