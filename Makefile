@@ -14,16 +14,27 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # on one worker, with its module's browser or OIDC provider. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= auto
 
-.PHONY: run install install-dev test services chromium oidc-provider js-clients worker web bench lint
+.PHONY: run install install-dev test services chromium pgbouncer oidc-provider js-clients worker web bench lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+# Installed once per pyproject.toml: a stamp in the venv says so, and a restart of
+# `make run` skips pip (an edit of pyproject.toml, or a new venv, installs again).
+INSTALLED := $(VENV)/.hitl-installed
+INSTALLED_DEV := $(VENV)/.hitl-installed-dev
 
-install-dev: $(BIN)/python
+install: $(INSTALLED)
+
+install-dev: $(INSTALLED_DEV)
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(INSTALLED_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
+	touch $@ $(INSTALLED)
 
 run: install
 	$(BIN)/python manage.py migrate --noinput -v0
@@ -36,13 +47,16 @@ services:
 chromium:
 	scripts/ensure-chromium
 
+pgbouncer:
+	scripts/ensure-pgbouncer
+
 oidc-provider:
 	scripts/ensure-oidc-provider
 
 js-clients:
 	scripts/ensure-js-clients
 
-test: install-dev services chromium oidc-provider js-clients
+test: install-dev services chromium pgbouncer oidc-provider js-clients
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-dev
