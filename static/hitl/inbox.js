@@ -50,9 +50,9 @@
     });
   }
 
-  function removeRow(id, note) {
+  function removeRow(id) {
     const row = document.getElementById("row-" + id);
-    if (!row) return false;
+    if (!row || row.classList.contains("leaving")) return false;
     const wasSelected = row.classList.contains("selected");
     row.classList.add("leaving");
     setTimeout(function () {
@@ -60,7 +60,6 @@
       syncEmpty();
       if (wasSelected) select(selected);
     }, 300);
-    if (note) HITL.toast(note);
     return true;
   }
 
@@ -153,7 +152,17 @@
     location.href = row.dataset.href;
   });
   if (filters) {
-    filters.addEventListener("change", function () { filters.submit(); });
+    // A clean address of what the filters show: bookmarked, shared, and where the
+    // "Inbox" links and `g i` lead back to from other pages (HITL.inboxHref).
+    filters.addEventListener("change", function () {
+      const params = new URLSearchParams();
+      new FormData(filters).forEach(function (value, key) {
+        if (value !== "" && !(key === "order" && value === "newest")) params.set(key, value);
+      });
+      const query = params.toString();
+      location.assign(location.pathname + (query ? "?" + query : ""));
+    });
+    HITL.rememberInbox(location.search);
     const toggle = document.getElementById("filters-toggle");
     if (toggle) {
       toggle.addEventListener("click", function () {
@@ -187,23 +196,84 @@
     return true;
   }
 
+  // Rows someone else answered are said once per burst (a bulk decision answers many at
+  // once), naming their threads: "sam answered 5 items on “Q3 report” (2), “Refund”…".
+  const answered = {};
+  let answeredTimer = null;
+  function sayAnswered(who, row) {
+    (answered[who] = answered[who] || []).push({
+      title: row.dataset.title || "",
+      action: row.dataset.action || "",
+    });
+    clearTimeout(answeredTimer);
+    answeredTimer = setTimeout(function () {
+      Object.keys(answered).forEach(function (name) {
+        HITL.toast(answeredText(name, answered[name]), { ms: 8000 });
+        delete answered[name];
+      });
+    }, 500);
+  }
+  function answeredText(who, items) {
+    if (items.length === 1) {
+      const item = items[0];
+      return who + " answered " + (item.action ? item.action.replace(/_/g, " ") : "an item") + " on “" + item.title + "”.";
+    }
+    const counts = {};
+    const titles = [];
+    items.forEach(function (item) {
+      if (!(item.title in counts)) { counts[item.title] = 0; titles.push(item.title); }
+      counts[item.title] += 1;
+    });
+    const named = titles.slice(0, 6).map(function (title) {
+      return "“" + title + "”" + (counts[title] > 1 ? " (" + counts[title] + ")" : "");
+    });
+    const rest = titles.length - named.length;
+    return who + " answered " + items.length + " items on " + named.join(", ") +
+      (rest > 0 ? " and " + rest + " more thread" + (rest > 1 ? "s" : "") : "") + ".";
+  }
+
+  // A row pushed to everyone does not know who set it aside: keep this reviewer's chip
+  // (while the item stays with the group it was set aside in, as the list's query does).
+  function carrySnoozed(from, to) {
+    const chip = from.querySelector(".chip.snoozed");
+    const slot = to.querySelector("[data-chips]");
+    if (!chip || !slot || to.querySelector(".chip.snoozed")) return;
+    if (from.dataset.group !== to.dataset.group) return;
+    slot.append(" ", chip);
+  }
+
   document.addEventListener("hitl:inbox", function (event) {
     const message = event.detail;
     const kind = inbox.dataset.kind;
-    if (message.type === "interrupt.changed") {
+    if (message.type === "interrupt.snoozed") {
+      // Set aside or taken back, maybe in another tab: whether the row is listed, its
+      // "snoozed until" chip and the count are this reviewer's own, read as a reload does.
+      resync();
+    } else if (message.type === "interrupt.changed") {
       if (message.status === "pending") {
         if (!message.html) return;
         const existing = document.getElementById("row-" + message.interrupt_id);
+        if (!existing && message.change) {
+          // A claim or release of a row not listed here: it may be one this reviewer set
+          // aside, which the row pushed to everyone cannot know. List again instead.
+          resync();
+          return;
+        }
         if (!existing) setCount(1);
         if (kind !== "interrupts") return;
         const row = HITL.fragment(message.html);
-        if (existing) existing.replaceWith(row);
-        else if (matches(row)) place(row);
+        if (existing) {
+          carrySnoozed(existing, row);
+          existing.replaceWith(row);
+        } else if (matches(row)) place(row);
       } else {
         setCount(-1);
-        const note = message.responded_by && message.responded_by !== document.body.dataset.user
-          ? "Answered by " + message.responded_by + "." : "";
-        removeRow(message.interrupt_id, note);
+        if (answeredWhileFetching) answeredWhileFetching.add(message.interrupt_id);
+        const row = document.getElementById("row-" + message.interrupt_id);
+        const who = message.responded_by;
+        if (removeRow(message.interrupt_id) && who && who !== document.body.dataset.user) {
+          sayAnswered(who, row);
+        }
       }
     } else if (message.type === "thread.changed" && kind === "threads" && message.html) {
       const tab = inbox.dataset.tab;
@@ -218,7 +288,12 @@
 
   // After a dropped socket, fetch the list again: events may have been missed.
   // The first hello resyncs too: the page was rendered before the socket subscribed.
-  document.addEventListener("hitl:inbox-open", async function () {
+  // Items answered while the list is being fetched: the list may have been rendered
+  // before, and must not bring them back.
+  let answeredWhileFetching = null;
+  document.addEventListener("hitl:inbox-open", function () { resync(); });
+  async function resync() {
+    const answeredNow = (answeredWhileFetching = new Set());
     try {
       const response = await fetch(inbox.dataset.partialUrl, { credentials: "same-origin" });
       if (!response.ok) return;
@@ -226,14 +301,20 @@
       // The selection as it is now: a key pressed while the list was fetched counts.
       const before = current();
       inbox.innerHTML = html;
-      const again = before ? document.getElementById(before.id) : null;
-      if (again) selected = rows().indexOf(again);
       const sync = document.getElementById("pending-sync");
       if (sync) setCount(0, parseInt(sync.dataset.count, 10));
+      answeredNow.forEach(function (id) {
+        const stale = document.getElementById("row-" + id);
+        if (stale) { stale.remove(); setCount(-1); }
+      });
+      const again = before ? document.getElementById(before.id) : null;
+      if (again) selected = rows().indexOf(again);
       select(selected, false);
       syncEmpty();
-    } catch (e) { /* the next reconnect tries again */ }
-  });
+    } catch (e) { /* the next reconnect tries again */ } finally {
+      if (answeredWhileFetching === answeredNow) answeredWhileFetching = null;
+    }
+  }
 
   select(0, false);
 })();

@@ -18,6 +18,26 @@
     });
   };
 
+  // The inbox as this tab last filtered it (its address, less the page cursor): the
+  // "Inbox" links and `g i` go back to it, so a filter survives opening an item.
+  const INBOX_KEY = "hitl:inbox-query";
+  HITL.rememberInbox = function (search) {
+    const params = new URLSearchParams(search);
+    ["after", "before", "last", "partial"].forEach(function (key) { params.delete(key); });
+    const query = params.toString();
+    try { sessionStorage.setItem(INBOX_KEY, query ? "?" + query : ""); } catch (e) { /* storage off */ }
+  };
+  HITL.inboxHref = function () {
+    let query = "";
+    try { query = sessionStorage.getItem(INBOX_KEY) || ""; } catch (e) { /* storage off */ }
+    return "/" + query;
+  };
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("a[data-inbox-link]").forEach(function (link) {
+      link.href = HITL.inboxHref();
+    });
+  });
+
   // "They can still undo it" is true for so many seconds after the page got it: the
   // words go when the grace period ends, so a page read later does not promise it.
   HITL.expireUndoNotes = function (root) {
@@ -274,7 +294,7 @@
       clearTimeout(pendingG);
       pendingG = null;
       swallow(event);
-      if (event.key === "i") location.href = "/";
+      if (event.key === "i") location.href = HITL.inboxHref();
       return;
     }
     if (help && !help.hidden) {

@@ -40,6 +40,9 @@
     }
     fields.hidden = json;
     raw.hidden = !json;
+    // The refusal speaks of the fields of the view it was sent from: only there.
+    const banner = form.querySelector(".form-error[data-mode]");
+    if (banner) banner.hidden = banner.dataset.mode !== mode();
   }
 
   form.addEventListener("change", function (event) {
@@ -51,7 +54,12 @@
     holder.setAttribute("aria-busy", "true");
     try {
       const response = await fetch(url, { credentials: "same-origin" });
-      if (response.ok) holder.innerHTML = await response.text();
+      if (response.ok) {
+        holder.innerHTML = await response.text();
+        // Another graph's fields: the refusal was about the previous one's.
+        const banner = form.querySelector(".form-error");
+        if (banner) banner.hidden = true;
+      }
       else location.assign(form.dataset.fieldsUrl + "?graph=" + encodeURIComponent(graph.value));
     } catch (e) {
       location.assign(form.dataset.fieldsUrl + "?graph=" + encodeURIComponent(graph.value));

@@ -8,9 +8,12 @@
   const output = document.getElementById("live-output");
   const me = document.body.dataset.user;
   let selected = null;
+  // A run seen working from this page (started here, or resumed by a decision here).
+  let followed = root.dataset.follow === "1" || root.dataset.status === "busy";
 
+  // The cards still waiting for a decision (a card someone else answered is not one).
   function cards() {
-    return Array.prototype.slice.call(container.querySelectorAll("article.interrupt"));
+    return Array.prototype.slice.call(container.querySelectorAll("article.interrupt:not(.lost):not(.co-approved)"));
   }
   function syncTitle() {
     document.getElementById("interrupts-title").hidden = cards().length === 0;
@@ -21,6 +24,15 @@
     if (!selected) return;
     selected.classList.add("selected");
     if (scroll !== false) selected.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  }
+  // Bring a card into view whole when it fits, its decision buttons included; a taller
+  // one from its top. The page opened on it (#interrupt-…), or the run it followed paused.
+  function reveal(card) {
+    if (!card || !card.isConnected) return;
+    const rect = card.getBoundingClientRect();
+    const below = rect.bottom + 12 - window.innerHeight;
+    if (below > 0) window.scrollBy(0, Math.min(below, rect.top - 8));
+    else if (rect.top < 0) window.scrollBy(0, rect.top - 8);
   }
   function move(step) {
     const list = cards();
@@ -41,6 +53,8 @@
     form.dataset.wired = "1";
     if (HITL.syncApprove) HITL.syncApprove(card);
     const accept = form.querySelector(".btn-accept");
+    // A typed edit Undo gave back: the card starts edited.
+    if (card.classList.contains("dirty") && accept) accept.firstChild.textContent = "Accept as proposed ";
     form.addEventListener("input", function (event) {
       const editor = event.target.closest(".args.editable");
       if (editor) {
@@ -148,14 +162,28 @@
     if (existing) {
       // Keep what the reviewer is typing; replace only untouched cards.
       if (existing.contains(document.activeElement) || existing.classList.contains("dirty")) return;
+      carrySnooze(existing, card);
       existing.replaceWith(card);
     } else {
       container.appendChild(card);
       card.classList.add("fresh");
-      if (!selected) select(card, false);
+      if (!selected) {
+        select(card, false);
+        // The run this page followed paused on it: show it, Accept included.
+        if (followed && cards().length === 1) requestAnimationFrame(function () { reveal(card); });
+      }
     }
     wire(card);
     syncTitle();
+  }
+  // A card pushed to everyone does not know who set it aside: keep this reviewer's note.
+  function carrySnooze(from, to) {
+    const note = from.querySelector("[data-snooze]:not([hidden])");
+    const slot = to.querySelector("[data-snooze]");
+    if (!note || !slot || !slot.hidden) return;
+    slot.replaceWith(note);
+    const form = to.querySelector(".snooze-form");
+    if (form) form.hidden = true;
   }
   function retireCard(id, respondedBy) {
     const card = document.getElementById("interrupt-" + id);
@@ -164,15 +192,27 @@
     if (byOther) {
       const form = card.querySelector("form.decision");
       const typed = typedIn(card);
+      // Four-eyes: this reviewer's own approval counted, another gave the last one. It
+      // was not answered over their head: no alarm, and say so in those words.
+      const approvals = card.querySelector(".approvals");
+      const approvers = approvals ? (approvals.dataset.names || "").split(" ") : [];
+      const coApproved = me !== "" && approvers.indexOf(me) >= 0 && !typed;
       const note = document.createElement("p");
-      note.className = "form-error";
-      note.setAttribute("role", "alert");
+      note.className = coApproved ? "flash success" : "form-error";
+      note.setAttribute("role", coApproved ? "status" : "alert");
       // Nothing was sent from this page: say what is so, not that a decision failed.
-      note.textContent = "Already answered by " + respondedBy + "." + (typed ? " What you typed here was not sent." : "");
+      note.textContent = coApproved
+        ? "Your approval counted; " + respondedBy + " gave the last one."
+        : "Already answered by " + respondedBy + "." + (typed ? " What you typed here was not sent." : "");
       if (form) form.replaceWith(note); else card.appendChild(note);
-      card.querySelectorAll(".note-hint").forEach(function (el) { el.remove(); });
+      // Nothing is left to decide or claim here: it no longer "needs a decision".
+      card.querySelectorAll(".note-hint, .claim-bar, .approve-refusal").forEach(function (el) { el.remove(); });
+      const eyebrow = card.querySelector(".eyebrow");
+      if (eyebrow) eyebrow.textContent = coApproved ? "Approved, with your approval" : "Answered by someone else";
       card.dataset.allowed = "";
-      card.classList.add("lost");
+      card.classList.add(coApproved ? "co-approved" : "lost");
+      card.classList.remove("selected", "dirty");
+      container.insertBefore(card, document.getElementById("interrupts-title"));
       showOutcome(card, id, note);
       if (typed) {
         // Keep the card: what the reviewer typed stays here to copy until dismissed.
@@ -242,6 +282,7 @@
     el.textContent = text;
   }
   function onEvent(event) {
+    if (event.type === "RUN_STARTED") followed = true;
     document.dispatchEvent(new CustomEvent("hitl:thread-event", { detail: event }));
     switch (event.type) {
       case "RUN_STARTED": note("Run started…"); break;
@@ -423,7 +464,12 @@
   // --- first paint ----------------------------------------------------------------------
   cards().forEach(wire);
   const fromHash = location.hash.indexOf("#interrupt-") === 0 ? document.getElementById(location.hash.slice(1)) : null;
-  select(fromHash || container.querySelector("article.has-error") || cards()[0], !!fromHash);
+  select(fromHash || container.querySelector("article.has-error") || cards()[0], false);
+  if (fromHash) {
+    // Once files and images have their size; the browser's own jump to the anchor is done.
+    if (document.readyState === "complete") reveal(fromHash);
+    else window.addEventListener("load", function () { reveal(fromHash); });
+  }
   let intent = null;
   try {
     intent = JSON.parse(sessionStorage.getItem("hitl:intent") || "null");
