@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -37,7 +40,36 @@ def embedded_async(tmp_path):
     yield from _serve(tmp_path, HITL_EXTRA_GRAPHS=ASYNC_GRAPHS, PYTHONPATH=str(ROOT))
 
 
-def _serve(tmp_path, **extra_env: str):
+@pytest.fixture
+def embedded_counted(tmp_path):
+    """The embedded server under tests/counted_daphne.py, serving the benchmark's graph;
+    yields (base URL, token, counts): counts() is what it did since the last call."""
+    counts_file = tmp_path / "counts.json"
+    procs: list = []
+    serving = _serve(
+        tmp_path,
+        launcher=[PYTHON, str(ROOT / "tests" / "counted_daphne.py")],
+        procs=procs,
+        HITL_EXTRA_GRAPHS="cycle=bench.peer_graph:graph",
+        HITL_COUNTS_FILE=str(counts_file),
+        PYTHONPATH=str(ROOT),
+    )
+    base, token, _ = next(serving)
+    pid = procs[0].popen.pid
+
+    def counts() -> dict[str, int]:
+        counts_file.unlink(missing_ok=True)
+        os.kill(pid, signal.SIGUSR1)
+        wait_for(counts_file.exists, 10, 0.02, "the counts to be written")
+        return json.loads(counts_file.read_text())
+
+    yield base, token, counts
+    next(serving, None)
+
+
+def _serve(
+    tmp_path, launcher: list[str] | None = None, procs: list | None = None, **extra_env: str
+):
     var = tmp_path / "var"
     env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
     env.update(
@@ -63,10 +95,13 @@ def _serve(tmp_path, **extra_env: str):
 
     port = free_port()
     proc = spawn(
-        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        [*(launcher or [str(BIN / "daphne")]), "-b", "127.0.0.1", "-p", str(port)]
+        + ["hitl.asgi:application"],
         env,
         tmp_path / "daphne.log",
     )
+    if procs is not None:
+        procs.append(proc)
 
     def up() -> bool:
         assert proc.popen.poll() is None, proc.output()[-3000:]
@@ -79,9 +114,16 @@ def _serve(tmp_path, **extra_env: str):
     assert "Traceback" not in proc.output(), proc.output()[-3000:]
 
 
-def test_embedded_default_runs_a_full_approval_cycle(embedded):
-    base, token, var = embedded
+def _client(request, base: str, token: str) -> httpx.Client:
+    """An API client of the embedded server, closed when the test ends."""
     client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    request.addfinalizer(client.close)
+    return client
+
+
+def test_embedded_default_runs_a_full_approval_cycle(embedded, request):
+    base, token, var = embedded
+    client = _client(request, base, token)
 
     started = client.post("/api/v1/threads", json={"graph": "approval", "input": {"request": "q4"}})
     assert started.status_code == 201, started.text
@@ -125,7 +167,8 @@ def test_embedded_default_runs_a_full_approval_cycle(embedded):
 
 def test_embedded_default_serves_the_langgraph_cycle_with_a_resume_map(embedded):
     """langgraph_sdk against SQLite: a wait locks its thread and a resume reads the
-    pending rows with SQL built once (hitl/core/db/statements.py), as on PostgreSQL."""
+    pending rows with SQL built once (hitl/core/db/locked_reads.py, answer_statements.py),
+    as on PostgreSQL."""
     from langgraph_sdk import get_sync_client
 
     base, token, var = embedded
@@ -158,11 +201,11 @@ def test_embedded_default_serves_the_langgraph_cycle_with_a_resume_map(embedded)
     client.http.client.close()
 
 
-def test_embedded_default_runs_async_graphs_and_async_only_tools(embedded_async, tmp_path):
+def test_embedded_default_runs_async_graphs_and_async_only_tools(embedded_async, tmp_path, request):
     """`async def` nodes, an async-only tool under require_approval, and a graph mixing
     sync and async nodes run, pause, are approved and resume in the embedded default."""
     base, token, _ = embedded_async
-    client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    client = _client(request, base, token)
     folders = {name: tmp_path / name for name in ("async_gated", "mixed_nodes", "agent")}
     for folder in folders.values():
         folder.mkdir()
@@ -204,3 +247,69 @@ def test_embedded_default_runs_async_graphs_and_async_only_tools(embedded_async,
     assert (folders["mixed_nodes"] / "published.log").read_text().count("\n") == 1
     assert (folders["mixed_nodes"] / "prepare.log").read_text().count("\n") == 1
     assert (folders["agent"] / "transfer.log").read_text() == "7\n"  # the edited args, once
+
+
+def test_an_embedded_cycle_opens_nothing_new_and_sends_only_to_whom_listens(embedded_counted):
+    """The benchmark's cycle (bench/peers.py: threads.create, runs.wait to the interrupt,
+    runs.wait resuming) on the embedded server, counted once it is warm: each thread
+    keeps its SQLite connection, no thread is started per run, a message goes only to
+    groups with a member (the waits' status group), checkpoints are committed without
+    an fsync each (synchronous=NORMAL) and written whole on the saver's own thread, and
+    the cycle's SQLite statements stay within their budget (docs/benchmarks.md)."""
+    from langgraph_sdk import get_sync_client
+
+    base, token, counts = embedded_counted
+    client = get_sync_client(url=f"{base}/langgraph", api_key=token)
+
+    def cycle() -> None:
+        thread = client.threads.create()
+        paused = client.runs.wait(thread["thread_id"], "cycle", input={"request": "guard"})
+        assert paused["__interrupt__"], paused
+        done = client.runs.wait(
+            thread["thread_id"], "cycle", command={"resume": [{"type": "accept"}]}
+        )
+        assert done.get("done") is True, done
+
+    for _ in range(3):  # pools, connections and the run engine are made on first use
+        cycle()
+    warm = counts()
+    assert warm["pragma checkpoints.sqlite3 synchronous=normal"] >= 1, warm
+    cycles = 10
+    for _ in range(cycles):
+        cycle()
+    seen = counts()
+    client.http.client.close()
+
+    def total(prefix: str) -> int:
+        return sum(n for key, n in seen.items() if key.startswith(prefix))
+
+    def by_thread(prefix: str) -> collections.Counter:
+        found: collections.Counter = collections.Counter()
+        for key, n in seen.items():
+            if key.startswith(prefix):
+                found[key.rsplit(" ", 1)[1]] += n
+        return found
+
+    # No thread per run (a timer used to start one just to queue it): only the pools,
+    # still growing to their size, may start one.
+    started = by_thread("thread-start ")
+    assert set(started) <= {"hitl-run", "hitl-node", "hitl-request"}, seen
+    assert sum(started.values()) < cycles, seen
+    # A connection per thread, not per request or run: only a thread new in the window,
+    # or a background thread's first tick (once per process), opens one.
+    for kind, opened in by_thread("connect ").items():
+        if kind not in ("hitl-leases", "hitl-sweeper"):
+            assert opened <= started[kind], seen
+    assert total("group-send nobody") == 0, seen
+    assert total("group-send member") == 2 * cycles, seen  # each half's wait hears its end
+    checkpoint_threads = {k for k in seen if k.startswith("sql-thread checkpoints.sqlite3 ")}
+    assert checkpoint_threads == {"sql-thread checkpoints.sqlite3 hitl-checkpoints"}, seen
+    # Five checkpoints and five tasks' writes per cycle, one transaction each.
+    assert total("sql checkpoints.sqlite3 BEGIN") == 10 * cycles, seen
+    # The cycle's own statements, on the request and run threads (run leases and the
+    # sweeper tick on their own): 15 for the three requests, 29 for the two runs, with
+    # BEGIN/COMMIT; a new pool thread's connection adds its 5 setup statements.
+    threads = ("hitl-request", "hitl-run")
+    cycle_statements = sum(total(f"sql-thread hitl.sqlite3 {kind}") for kind in threads)
+    setup = 5 * sum(by_thread("connect hitl.sqlite3 ")[kind] for kind in threads)
+    assert cycle_statements - setup <= 44 * cycles, seen

@@ -16,7 +16,14 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from agents.checkpoint import get_checkpointer
-from agents.graphs.demo import QUARTERS, build_demo_agent, parse_quarter
+from agents.graphs.agent_v1 import build_agent_v1
+from agents.graphs.demo import (
+    DEFAULT_REQUEST,
+    QUARTERS,
+    RECIPIENT,
+    build_demo_agent,
+    parse_quarter,
+)
 from agents.models import ModelConfigError, ScriptedChatModel, get_model, model_label, reply
 from agents.paths import LocalThreadFiles
 from agents.react import InvalidAgentInput, build_react_agent
@@ -483,3 +490,41 @@ def test_model_specs_are_checked():
         get_model("gpt-4o")
     with pytest.raises(ModelConfigError, match=r"pip install 'hitl\[groq\]'"):
         get_model("groq:llama-3.3-70b")
+
+
+def test_demo_v1_pauses_in_langchains_own_format(checkpointer, files):
+    config = config_for(files)
+    graph = build_agent_v1(checkpointer=checkpointer)
+    graph.invoke({"messages": [HumanMessage("Send the report")]}, config)
+    [pause] = pending(graph, config)
+    [request] = pause.value["action_requests"]
+    # LangChain's stock middleware: `args` only. HITL's /langgraph adds `arguments` for
+    # the released Agent Inbox where that inbox reads (tests/api/test_inbox_demo_v1.py).
+    assert request["name"] == "send_email" and request["args"]["to"] == RECIPIENT
+    assert set(request) == {"name", "args", "description"}
+    resume(
+        graph,
+        config,
+        {
+            "decisions": [
+                {
+                    "type": "edit",
+                    "edited_action": {
+                        "name": "send_email",
+                        "args": {**request["args"], "to": "cfo@example.com"},
+                    },
+                }
+            ]
+        },
+    )
+    assert "cfo@example.com" in graph.get_state(config).values["messages"][-1].content
+
+
+def test_demo_v1_starts_with_no_message_as_demo_does(checkpointer, files):
+    config = config_for(files)
+    graph = build_agent_v1(checkpointer=checkpointer)
+    graph.invoke({}, config)
+    [pause] = pending(graph, config)
+    assert pause.value["action_requests"][0]["name"] == "send_email"
+    first = graph.get_state(config).values["messages"][0]
+    assert isinstance(first, HumanMessage) and first.content == DEFAULT_REQUEST

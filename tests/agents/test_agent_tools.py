@@ -270,7 +270,7 @@ def _send(to: str, subject: str, copies: int = 1) -> str:
 def test_require_approval_marks_a_copy_and_builds_the_request():
     tool = require_approval(
         _send,
-        allow_respond=False,
+        config={"allow_respond": False},
         editable=["to"],
         description="Send to **{to}**: {subject} ({missing})",
         reviewer_group="finance",
@@ -302,8 +302,16 @@ def test_require_approval_refuses_unknown_editable_fields_and_no_decisions():
         require_approval(_send, editable=["cc"])
     with pytest.raises(ValueError, match="at least one"):
         require_approval(
-            _send, allow_accept=False, allow_edit=False, allow_respond=False, allow_ignore=False
+            _send,
+            config={
+                "allow_accept": False,
+                "allow_edit": False,
+                "allow_respond": False,
+                "allow_ignore": False,
+            },
         )
+    with pytest.raises(ValueError, match="Unknown approval config"):
+        require_approval(_send, config={"allow_everything": True})
 
 
 def test_edit_args_of_the_wrong_type_are_refused_by_the_contract():

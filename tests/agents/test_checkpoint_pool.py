@@ -7,10 +7,10 @@ import time
 import psycopg
 import pytest
 
-from agents.checkpoint import CHECK_AFTER_IDLE_SECONDS, check_if_idle, mark_returned
+from agents.pg_pool import CHECK_AFTER_IDLE_SECONDS, check_if_idle, mark_returned
 from hitl.core.db import retry
 from hitl.postgresql.base import check_pooled
-from tests.conftest import wait_for
+from tests.conftest import end_sessions
 
 pytestmark = pytest.mark.postgres
 
@@ -79,18 +79,7 @@ def test_a_step_whose_session_dropped_is_written_again_not_run_again(test_databa
             # Every idle session of the saver's pool dies, as in a failover; each was
             # handed back a moment ago, so the step's write takes one unchecked.
             pids = [conn.info.backend_pid for conn in pool._pool]
-            with psycopg.connect(test_database_url, autocommit=True) as admin:
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid", (pids,)
-                )
-                wait_for(
-                    lambda: (
-                        not admin.execute(
-                            "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
-                        ).fetchone()
-                    ),
-                    what="the sessions to end",
-                )
+            end_sessions(test_database_url, pids)
             for conn in pool._pool:
                 mark_returned(conn)
             dropped.extend(pids)
@@ -130,21 +119,17 @@ def test_after_a_fault_djangos_pool_checks_connections_used_a_moment_ago(
 
     monkeypatch.setattr(retry, "_suspect_until", 0.0)
     connection.close()
+    # A pool of this test's own: idle connections an earlier test left would each cost a
+    # failed check here, and psycopg_pool pauses longer after each (1 s, 2 s, 4 s ...).
+    connection.close_pool()
+    connection.ensure_connection()  # Django opens the new pool as it does on a request
+    connection.close()
     pool = connection.pool
     held = [pool.getconn() for _ in range(max(len(pool._pool), 2))]  # every idle one
     pids = [conn.info.backend_pid for conn in held]
     for conn in held:
         pool.putconn(conn)  # back in the pool just now: not checked by default
-    with psycopg.connect(test_database_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
-        wait_for(
-            lambda: (
-                not admin.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
-                ).fetchone()
-            ),
-            what="the sessions to end",
-        )
+    end_sessions(test_database_url, pids)
     assert not retry.connections_suspect()
     retry.suspect_connections()  # what a request that met the fault does
     assert retry.connections_suspect()
@@ -155,3 +140,74 @@ def test_after_a_fault_djangos_pool_checks_connections_used_a_moment_ago(
     # The dropped sessions this test made must not outlive it: the tests after it (and
     # this one's teardown) would get them once the suspect window has passed.
     pool.check()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_checkout_after_a_failover_replaces_every_dead_session_at_once(
+    test_database_url, monkeypatch
+):
+    """The first failed check replaces the pool's other dropped sessions too: found one
+    by one, psycopg_pool would pause 1 s, 2 s, 4 s... before each next checkout, past a
+    wait's or a request's deadline."""
+    import psycopg_pool.pool
+    from django.db import connection
+
+    from agents import pg_pool
+
+    monkeypatch.setattr(retry, "_suspect_until", 0.0)
+    connection.close()
+    connection.close_pool()  # a pool of this test's own
+    connection.ensure_connection()
+    connection.close()
+    pool = connection.pool
+    held = [pool.getconn() for _ in range(5)]
+    pids = [conn.info.backend_pid for conn in held]
+    for conn in held:
+        pool.putconn(conn)
+    # As though each sat idle a while: every checkout checks it.
+    monkeypatch.setattr(pg_pool, "CHECK_AFTER_IDLE_SECONDS", 0.0)
+    end_sessions(test_database_url, pids)
+    paused: list[float] = []
+    real_sleep = psycopg_pool.pool.sleep
+    monkeypatch.setattr(
+        psycopg_pool.pool, "sleep", lambda seconds: (paused.append(seconds), real_sleep(seconds))
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    connection.close()
+    assert pid not in pids
+    assert not [seconds for seconds in paused if seconds > 0], paused
+    assert retry.connections_suspect()  # the next checkouts are checked too
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_whose_session_dropped_is_read_again(test_database_url):
+    """A run's first read meets a session the server dropped a moment after it came
+    back to the pool (so not checked): read again on another connection, the run
+    goes on instead of going back to the queue."""
+    import asyncio
+    import uuid
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from agents.checkpoint import _amake
+
+    async def main() -> tuple[list[int], object]:
+        saver = await _amake(test_database_url, 1)
+        pool = saver.conn
+        try:
+            config = {"configurable": {"thread_id": str(uuid.uuid4()), "checkpoint_ns": ""}}
+            written = await saver.aput(config, empty_checkpoint(), {"step": 1}, {})
+            pids = [conn.info.backend_pid for conn in pool._pool]
+            end_sessions(test_database_url, pids)
+            for conn in pool._pool:
+                mark_returned(conn)  # handed back a moment ago: used without a check
+            found = await saver.aget_tuple(written)
+            return pids, found
+        finally:
+            await pool.close()
+
+    pids, found = asyncio.run(main())
+    assert pids  # the fault happened
+    assert found is not None and found.metadata["step"] == 1

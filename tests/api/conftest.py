@@ -215,3 +215,28 @@ def refused_status(call) -> int:
         call()
     assert caught.value.response.json()["detail"]
     return caught.value.response.status_code
+
+
+class StreamsRead:
+    """SDK streams read on threads of their own: each one's parts, and what ended one."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list] = {}
+        self.errors: dict[str, BaseException] = {}
+
+    def consume(self, name: str, open_stream) -> threading.Thread:
+        self.parts[name] = []
+
+        def run() -> None:
+            try:
+                for part in open_stream():
+                    self.parts[name].append(part)
+            except BaseException as exc:  # reported by the test, with the stream's name
+                self.errors[name] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    def ticks(self, name: str) -> list[int]:
+        return [p.data["tick"] for p in self.parts[name] if p.event == "custom"]

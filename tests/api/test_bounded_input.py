@@ -162,7 +162,7 @@ def test_a_nul_in_a_page_query_or_form_is_a_400(reviewer):
 def test_an_unexpected_failure_is_a_json_500_on_every_api(reviewer, monkeypatch):
     """A bug is still a bug, but the client gets {"detail"} it can parse, never HTML."""
     from hitl.api import agui, v1
-    from hitl.api.langgraph import api as lg
+    from hitl.api.langgraph import threads as lg
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")

@@ -180,3 +180,49 @@ def test_a_join_of_an_ended_run_answers_at_once_with_its_values(relay, reviewer,
     joined = httpx.get(url, headers=sdk.http.client.headers, timeout=30)
     assert joined.status_code == 200 and joined.json() == values
     assert values["legs"] == LEGS
+
+
+# langgraph_sdk's request_reconnect tries a join's Location 5 times, 1, 2, 4, 5 and 5 s
+# apart (plus jitter): a web that comes back after the 4th try failed is back within the
+# SDK's window (a restart of some 12 to 17 s), as a deploy's is.
+FAILED_TRIES = 4
+
+
+@pytest.mark.parametrize("verb", ["join", "wait"])
+def test_a_join_or_wait_survives_a_restart_as_long_as_the_sdks_retry_window(
+    relay,  # noqa: F811
+    reviewer,
+    tmp_path,
+    verb,
+):
+    sdk = sdk_client(relay.base_url, reviewer)
+    thread_id = sdk.threads.create()["thread_id"]
+    if verb == "join":
+        run = sdk.runs.create(thread_id, "relay", input={"dir": str(tmp_path)})
+        wait_for(lambda: (tmp_path / "at-a").exists(), 60, 0.02, "the run to reach gate a")
+        call = partial(sdk.runs.join, thread_id, run["run_id"])
+    else:
+        call = partial(sdk.runs.wait, thread_id, "relay", input={"dir": str(tmp_path)})
+    tries: list[str] = []
+    down = threading.Event()
+    sdk.http.client.event_hooks["request"].append(
+        lambda request: (
+            tries.append(request.url.path)
+            if down.is_set() and request.url.path.endswith("/join")
+            else None
+        )
+    )
+    result, caller, answered = _in_flight(sdk, call, f"/{verb}")
+    wait_for(answered.is_set, 30, 0.02, "the response headers")
+    wait_for(lambda: (tmp_path / "at-a").exists(), 60, 0.02, "the run to reach gate a")
+    relay.kill_web()
+    down.set()
+    (tmp_path / "open-a").touch()
+    (tmp_path / "open-b").touch()  # the run ends while the web is down
+    # The web stays down until the client has tried to come back FAILED_TRIES times.
+    wait_for(lambda: len(tries) >= FAILED_TRIES, 60, 0.05, "the client to retry")
+    relay.start_web()
+    caller.join(60)
+    assert "error" not in result, result
+    assert result["values"]["legs"] == LEGS
+    assert f"/runs/{run['run_id'] if verb == 'join' else ''}" in relay.web_log()

@@ -27,7 +27,7 @@ def _langgraph_next(**breakpoints) -> tuple[list[str], int]:
 
 def _at_breakpoint(client, thread_id: str, **breakpoints) -> HumanInterrupt:
     paused = client.runs.wait(thread_id, "configured", input={}, **breakpoints)
-    # On purpose (README): the pause is listed as a "continue" request, where LangGraph
+    # On purpose (docs/langgraph-api.md): the pause is listed as a "continue" request, where LangGraph
     # Server lists none, so that chat UIs and the Agent Inbox show it.
     (listed,) = paused["__interrupt__"]
     assert listed["value"]["action_request"]["action"] == "continue"

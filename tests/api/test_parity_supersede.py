@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from hitl.core.live import events
+from hitl.core.live import listeners
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
 from tests.api.conftest import sdk_client, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
@@ -24,7 +24,7 @@ class Listener:
     def __init__(self, thread_id: str):
         self.layer = get_channel_layer()
         self.channel = async_to_sync(self.layer.new_channel)()
-        for group in (events.thread_group(thread_id), events.INBOX_ALL):
+        for group in (listeners.thread_group(thread_id), listeners.INBOX_ALL):
             async_to_sync(self.layer.group_add)(group, self.channel)
 
     def withdrawn(self, interrupt_id: str, timeout: float = 20) -> dict:

@@ -93,7 +93,9 @@ def test_middleware_decisions_map_onto_each_request(lg, manual_runs, reviewer):
     assert AuditEvent.objects.filter(thread_id=thread_id, kind="interrupt.answered").count() == 2
 
 
-def test_parallel_interrupts_resume_with_an_id_map(lg, manual_runs, reviewer):
+def test_parallel_interrupts_resume_with_an_id_map(lg, manual_runs, reviewer, transactional_db):
+    # Committed: the parallel steps write from the run's threads (SQLite's shared test
+    # database would meet the test's open transaction as a locked table).
     client = lg(reviewer)
     thread_id = start(client, manual_runs, "parallel_approval", {"files": ["a.txt", "b.txt"]})
     interrupts = client.get(f"/threads/{thread_id}").json()["interrupts"]

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 
 from agents.graphs.examples import approval_graph
 from hitl.core.models import Cron, Run
-from hitl.core.runs.crons import crons_fire
+from hitl.core.resources.crons import crons_fire
 from tests.api.conftest import refused_status, sdk_client
 from tests.conftest import store_clear, wait_for
 

@@ -4,13 +4,12 @@ Last-Event-ID, and gets every event exactly once (real daphne, killed and restar
 from __future__ import annotations
 
 import socket
-import threading
 
 import pytest
 
 from hitl.core.models import Run
 from tests.api.client_graphs import TICKS
-from tests.api.conftest import token_for
+from tests.api.conftest import StreamsRead, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
 from tests.conftest import BIN, free_port, service_env, spawn, wait_for
 
@@ -45,25 +44,8 @@ def test_sdk_streams_resume_across_a_daphne_restart_missing_nothing(
     sdk = get_sync_client(url=f"http://127.0.0.1:{port}/langgraph", api_key=token_for(reviewer))
     first, second = sdk.threads.create(), sdk.threads.create()
     modes = ["custom", "values", "debug"]  # debug: a mode the worker streams on request
-    parts: dict[str, list] = {}
-    errors: dict[str, BaseException] = {}
-
-    def consume(name: str, open_stream) -> threading.Thread:
-        parts[name] = []
-
-        def run() -> None:
-            try:
-                for part in open_stream():
-                    parts[name].append(part)
-            except BaseException as exc:  # reported below, with the stream's name
-                errors[name] = exc
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        return thread
-
-    def ticks(name: str) -> list[int]:
-        return [p.data["tick"] for p in parts[name] if p.event == "custom"]
+    streams = StreamsRead()
+    parts, errors, consume, ticks = streams.parts, streams.errors, streams.consume, streams.ticks
 
     tick_args = {"input": {"pause": 0.5}, "stream_mode": modes}
     threads = [
@@ -221,8 +203,136 @@ def test_a_stream_that_hears_none_of_its_runs_events_live_reads_them_from_the_lo
     events = [line.split(": ", 1)[1] for line in body.splitlines() if line.startswith("event: ")]
     assert events == ["metadata", "custom", "custom", "custom", "updates"], body
     ids = [line.split(": ", 1)[1] for line in body.splitlines() if line.startswith("id: ")]
+    # The metadata's id: from the log's start (the stream was not told where it began).
+    assert ids.pop(0) == "0-0#*", body
     entries = [part.split("#")[0] for part in ids]
     ours = logged[len(logged) // 2 :]
     assert len(ids) == 4 and set(entries) <= set(ours), body
     assert entries == sorted(entries, key=eventlog.order), body
     assert body.index('"n": 0') < body.index('"n": 1') < body.index('"n": 2')
+
+
+def test_streams_back_after_their_run_ended_get_what_they_missed_once(
+    stack16,  # noqa: F811
+    reviewer,
+    test_database_url,
+    tmp_path,
+):
+    """The web is down until both runs have ended: every stream comes back (Last-Event-ID)
+    to a finished run and still gets each part it missed, once, and no second metadata."""
+    from langgraph_sdk import get_sync_client
+
+    port = free_port()
+    web = _daphne(test_database_url, port, tmp_path / "web-1.log")
+    sdk = get_sync_client(url=f"http://127.0.0.1:{port}/langgraph", api_key=token_for(reviewer))
+    first, second = sdk.threads.create(), sdk.threads.create()
+    modes = ["custom", "values"]
+    streams = StreamsRead()
+    parts, errors, consume, ticks = streams.parts, streams.errors, streams.consume, streams.ticks
+
+    tick_args = {"input": {"pause": 0.15}, "stream_mode": modes}
+    threads = [
+        consume(
+            "runs.stream A", lambda: sdk.runs.stream(first["thread_id"], "ticker", **tick_args)
+        ),
+        consume(
+            "runs.stream B", lambda: sdk.runs.stream(second["thread_id"], "ticker", **tick_args)
+        ),
+    ]
+    try:
+        wait_for(lambda: ticks("runs.stream B"), 60, 0.02, "the second run to tick")
+        run_id = parts["runs.stream B"][0].data["run_id"]
+        threads += [
+            consume(
+                "runs.join_stream",
+                lambda: sdk.runs.join_stream(second["thread_id"], run_id, stream_mode=modes),
+            ),
+            consume(
+                "threads.join_stream",
+                lambda: sdk.threads.join_stream(second["thread_id"], stream_mode=modes),
+            ),
+        ]
+        wait_for(lambda: all(ticks(name) for name in parts), 60, 0.02, "every stream to tick")
+        web.stop()
+        ours = Run.objects.filter(thread_id__in=[first["thread_id"], second["thread_id"]])
+        wait_for(
+            lambda: set(ours.values_list("status", flat=True)) == {"success"},
+            60,
+            0.05,
+            "both runs to end while the web is down",
+        )
+        web = _daphne(test_database_url, port, tmp_path / "web-2.log")
+        for t in threads:
+            t.join(90)
+        assert not errors, errors
+        for name, got in parts.items():
+            seen = ticks(name)
+            start = 0 if name.startswith("runs.stream") else seen[0]
+            assert seen == list(range(start, TICKS)), (name, seen)
+            assert [p.event for p in got].count("metadata") == 1, name
+            assert [p.data for p in got if p.event == "values"][-1]["ticks"] == TICKS, name
+    finally:
+        web.stop()
+        sdk.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_back_with_the_metadata_id_gets_the_parts_after_where_its_stream_began(
+    reviewer, settings
+):
+    """The metadata part's id names the log's last entry before the stream began: a join
+    back with it gets what followed its join (not the run's earlier parts), and a stream
+    of the whole run (counted from the log's start) gets the run from its start, not the
+    thread's earlier run; neither gets metadata again."""
+    from asgiref.sync import async_to_sync
+
+    from hitl.api.langgraph.streaming import run_events
+    from hitl.core.live import agui, eventlog
+    from hitl.core.live.waiting import ThreadSubscription
+    from hitl.core.models import Thread
+
+    thread = Thread.objects.create(
+        graph=settings.HITL_DEFAULT_GRAPH, requester=reviewer, status=Thread.Status.DONE
+    )
+    earlier = Run.objects.create(thread=thread, kind=Run.Kind.START, status=Run.Status.SUCCESS)
+    run = Run.objects.create(thread=thread, kind=Run.Kind.START, status=Run.Status.SUCCESS)
+    modes = frozenset({"custom"})
+
+    def ticks(of: Run, numbers: range) -> list[dict]:  # as the worker makes them
+        chunks = [{"n": n, "run": str(of.pk)} for n in numbers]
+        return [
+            event
+            for chunk in chunks
+            for event in agui.events_for_chunk("custom", chunk)
+            + agui.client_chunk_events((), "custom", chunk, modes)
+        ]
+
+    def log(events: list[dict]) -> list[str]:
+        return [eventlog.append(thread.pk, event) for event in events]
+
+    log([agui.run_started(thread.pk, earlier.pk), *ticks(earlier, range(2))])
+    log([agui.run_finished(thread.pk, earlier.pk, interrupts=[], result={})])
+    (joined,) = log([agui.run_started(thread.pk, run.pk), *ticks(run, range(2))])[-1:]
+    log([*ticks(run, range(2, 4)), agui.run_finished(thread.pk, run.pk, interrupts=[], result={})])
+
+    def read(last_event_id: str) -> list[str]:
+        async def body() -> bytes:
+            sub = await ThreadSubscription(thread.pk).open()
+            parts = run_events(
+                sub=sub, run=run, stream_mode=["custom"], timeout=5, last_event_id=last_event_id
+            )
+            return b"".join([part async for part in parts])
+
+        text = async_to_sync(body)().decode()
+        return [line for line in text.splitlines() if line.startswith(("event: ", "data: "))]
+
+    after_join = read(f"{joined}#*")
+    assert "event: metadata" not in after_join
+    assert [line for line in after_join if line.startswith("data: ")] == [
+        f'data: {{"n": {n}, "run": "{run.pk}"}}' for n in (2, 3)
+    ]
+    whole_run = read("0-0#*")
+    assert "event: metadata" not in whole_run
+    assert [line for line in whole_run if line.startswith("data: ")] == [
+        f'data: {{"n": {n}, "run": "{run.pk}"}}' for n in range(4)
+    ]

@@ -10,12 +10,6 @@ from hitl.core.files.storage import upload_name
 
 
 @pytest.fixture
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-    return tmp_path / "media"
-
-
-@pytest.fixture
 def thread(api_for, requester, manual_runs, media):
     started = api_for(requester).post("/api/v1/threads", {"graph": "approval", "input": {}})
     assert started.status_code == 201, started.content

@@ -1,4 +1,4 @@
-"""The README's verb table covers every call and parameter of the installed
+"""The verb table (docs/langgraph-api.md) covers every call and parameter of the installed
 langgraph_sdk, and every test it names exists and makes that call."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from langgraph_sdk import get_client, get_sync_client
 
 ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "langgraph-api.md"
 GROUPS = ("assistants", "threads", "runs", "crons", "store")
 # Every call takes these; the table has one row for them, named EVERY_CALL.
 TRANSPORT = {"self", "headers", "params"}
@@ -37,8 +38,8 @@ def _sdk_calls() -> dict[str, set[str]]:
 @cache
 def table_rows() -> list[tuple[str, str, str, str]]:
     """The verb table's rows: (calls, parameters, status, tests) cells."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Verb table", 1)[1]
+    page = PAGE.read_text()
+    section = page.split("## Verb table", 1)[1]
     section = re.split(r"\n#{2,3} ", section, maxsplit=1)[0]
     rows = []
     for line in section.splitlines():
@@ -86,7 +87,7 @@ def test_every_sdk_call_and_parameter_has_a_row():
             missing.append(call)
         else:
             missing += [f"{call}({p})" for p in sorted(params - covered[call])]
-    assert not missing, f"the README's verb table misses {missing}"
+    assert not missing, f"the verb table misses {missing}"
     unknown = set(covered) - set(_sdk_calls()) - {EVERY_CALL}
     assert not unknown, f"the verb table names calls langgraph_sdk does not have: {unknown}"
 
@@ -111,11 +112,10 @@ def test_every_row_has_a_status_and_tests_that_exist_and_make_its_call():
             )
 
 
-def test_the_table_counts_are_what_the_readme_says():
+def test_the_table_counts_are_what_the_page_says():
     counts = {s: 0 for s in STATUSES}
     for _, _, status, _ in table_rows():
         counts[next(s for s in STATUSES if status.startswith(s))] += 1
-    readme = (ROOT / "README.md").read_text()
-    stated = re.search(r"(\d+) rows: (\d+) yes, (\d+) partly, (\d+) refused", readme)
-    assert stated, "the README states the verb table's counts"
+    stated = re.search(r"(\d+) rows: (\d+) yes, (\d+) partly, (\d+) refused", PAGE.read_text())
+    assert stated, "the page states the verb table's counts"
     assert [int(n) for n in stated.groups()] == [len(table_rows()), *counts.values()]

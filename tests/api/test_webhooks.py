@@ -10,7 +10,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from hitl.core.models import HumanInterrupt, Run, Thread, WebhookDelivery
-from hitl.core.runs import webhook_urls
+from hitl.core.net import webhook_urls
 from hitl.ops import webhooks
 from tests.api.conftest import WEBHOOK_SECRET, sdk_client
 from tests.conftest import wait_for

@@ -68,6 +68,36 @@ def test_a_pipelined_join_is_a_membership_the_layer_sends_to():
     assert asyncio.run(scenario()) == {"type": "hello"}
 
 
+@pytest.mark.postgres
+def test_a_burst_reaches_each_member_in_order_as_the_layers_own_sends_do():
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis")
+
+    async def scenario() -> tuple[list, list, list]:
+        layer = RedisChannelLayer(hosts=[settings.REDIS_URL], prefix="pin")
+        first, second = await layer.new_channel(), await layer.new_channel()
+        await channels_redis.group_join(layer, "pin-a", first)
+        await channels_redis.group_join(layer, "pin-b", first)
+        await channels_redis.group_join(layer, "pin-b", second)
+        sends = [((f"pin-{g}",), {"type": "n", "n": n}) for n, g in enumerate("abab")]
+        sends.append((("pin-empty", "pin-a"), {"type": "n", "n": 4}))
+        assert await channels_redis.groups_send(layer, sends) is True
+        # Sent by the layer itself afterwards: it comes after the burst.
+        await layer.group_send("pin-b", {"type": "n", "n": 5})
+        got_first = [await asyncio.wait_for(layer.receive(first), 10) for _ in range(6)]
+        got_second = [await asyncio.wait_for(layer.receive(second), 10) for _ in range(3)]
+        nobody = await channels_redis.groups_send(layer, [(("pin-empty",), {"type": "n"})])
+        for group, channel in (("pin-a", first), ("pin-b", first), ("pin-b", second)):
+            await layer.group_discard(group, channel)
+        await layer.flush()
+        return got_first, got_second, [nobody]
+
+    got_first, got_second, nobody = asyncio.run(scenario())
+    assert [m["n"] for m in got_first] == [0, 1, 2, 3, 4, 5]
+    assert [m["n"] for m in got_second] == [1, 3, 5]
+    assert nobody == [True]
+
+
 def test_daphne_requests_leave_post_bodies_to_django():
     from daphne import http_protocol
 

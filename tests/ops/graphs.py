@@ -161,7 +161,9 @@ def _propose(state: ToolGatedState, config: RunnableConfig) -> dict[str, Any]:
 tool_gated_graph = (
     StateGraph(ToolGatedState)
     .add_node("propose", _propose)
-    .add_node("tools", approval_tool_node([require_approval(publish, allow_edit=False)]))
+    .add_node(
+        "tools", approval_tool_node([require_approval(publish, config={"allow_edit": False})])
+    )
     .add_edge(START, "propose")
     .add_edge("propose", "tools")
     .add_edge("tools", END)

@@ -1,5 +1,5 @@
 """A real SMTP server process (aiosmtpd, writing a Maildir) and shared helpers for the
-notification tests."""
+notification tests (e-mail approvals' own are in tests/integrations/email/conftest.py)."""
 
 from __future__ import annotations
 

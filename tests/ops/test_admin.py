@@ -105,7 +105,8 @@ def test_retry_continues_a_failed_run_from_its_checkpoint(
     assert manual_runs(run) == "success"
     run.refresh_from_db()
     assert run.result["steps"] == ["first", "second"]
-    assert run.attempts == 1  # a fresh budget of attempts
+    # Attempts go on counting (this was the run's second), with a fresh budget.
+    assert (run.attempts, run.budget_used) == (2, 1)
     # The first node's checkpoint was kept: only the failed node ran again.
     assert len((tmp_path / "first.log").read_text().splitlines()) == 1
     assert len((tmp_path / "second.log").read_text().splitlines()) == 2

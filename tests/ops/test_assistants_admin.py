@@ -61,3 +61,15 @@ def test_admin_refuses_a_config_that_sets_hitl_keys(admin_user):
     response = client.post(reverse("admin:hitl_assistant_add"), bad)
     assert response.status_code == 200 and b"HITL sets the thread" in response.content
     assert not Assistant.objects.exists()
+
+
+def test_admin_shows_a_form_error_for_a_context_with_a_reserved_key(admin_user):
+    client = Client(raise_request_exception=False)
+    client.force_login(admin_user)
+    for context in ({"thread_id": "x"}, {"hitl_user": 1}, {"__pregel_x": 1}):
+        response = client.post(
+            reverse("admin:hitl_assistant_add"), _form(context=json.dumps(context))
+        )
+        assert response.status_code == 200, response.content[:500]
+        assert "may not set" in response.content.decode()
+    assert not Assistant.objects.exists()

@@ -15,14 +15,18 @@ import socket
 import subprocess
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
+import psycopg
 import pytest
 import yaml
 from django.conf import settings
 
 from hitl.core.models import ApiToken, HumanInterrupt
 from tests.conftest import BIN, PYTHON, ROOT, Proc, free_port, spawn, wait_for
+from tests.object_store import S3Server, s3_server  # noqa: F401
+from tests.ops.conftest import PgBouncer
 
 pytestmark = pytest.mark.postgres
 
@@ -64,11 +68,13 @@ def service_command(name: str, **replace: str) -> list[str]:
 
 
 @pytest.fixture
-def compose_env(test_database_url, tmp_path) -> dict[str, str]:
-    """The app services' environment from compose.yaml, pointed at this machine."""
+def compose_env(test_database_url, tmp_path, s3_server) -> dict[str, str]:  # noqa: F811
+    """The app services' environment from compose.yaml, pointed at this machine (an S3
+    server in MinIO's place, with the bucket minio-init makes)."""
     given = {
         "SECRET_KEY": "compose-smoke-" + uuid.uuid4().hex + uuid.uuid4().hex,
         "HITL_METRICS_TOKEN": METRICS_TOKEN,
+        "MINIO_ROOT_PASSWORD": MINIO_PASSWORD,
     }
     env = {
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -80,9 +86,13 @@ def compose_env(test_database_url, tmp_path) -> dict[str, str]:
     for key, value in SERVICES["web"]["environment"].items():
         env[key] = interpolate(value, given)
     # Where compose uses service names, this machine has localhost.
+    bucket = interpolate(SERVICES["minio-init"]["command"][-1], given).removeprefix("minio/")
+    if bucket not in [b["Name"] for b in s3_server.client.list_buckets()["Buckets"]]:
+        s3_server.client.create_bucket(Bucket=bucket)
     env.update(
         DATABASE_URL=test_database_url,
         REDIS_URL=settings.REDIS_URL,
+        HITL_FILES_S3_ENDPOINT_URL=s3_server.endpoint,
         MEDIA_ROOT=str(tmp_path / "media"),
         HITL_VAR_DIR=str(tmp_path / "var"),
         # Fast beat so the test sees the periodic tasks arrive at the worker.
@@ -93,6 +103,7 @@ def compose_env(test_database_url, tmp_path) -> dict[str, str]:
 
 
 METRICS_TOKEN = "compose-metrics-token"
+MINIO_PASSWORD = "compose-minio-" + uuid.uuid4().hex
 # What the TLS-terminating proxy in front of web adds to every request it forwards.
 VIA_PROXY = {"X-Forwarded-Proto": "https"}
 
@@ -141,19 +152,49 @@ def test_the_production_environment_sends_secure_headers(compose_env):
 
 
 def test_compose_wires_the_services_as_documented():
-    assert set(SERVICES) == {"postgres", "redis", "migrate", "web", "worker", "beat"}
-    for name in ("postgres", "redis", "web", "worker"):
+    assert set(SERVICES) == {
+        "postgres",
+        "pgbouncer",
+        "redis",
+        "minio",
+        "minio-init",
+        "migrate",
+        "web",
+        "worker",
+        "beat",
+    }
+    for name in ("postgres", "pgbouncer", "redis", "minio", "web", "worker"):
         assert SERVICES[name]["healthcheck"]["test"], name
     for name in ("web", "worker", "beat"):
         assert SERVICES[name]["depends_on"]["migrate"] == {
             "condition": "service_completed_successfully"
         }
+        assert SERVICES[name]["depends_on"]["minio-init"] == {
+            "condition": "service_completed_successfully"
+        }
         assert SERVICES[name]["depends_on"]["postgres"] == {"condition": "service_healthy"}
+        # No shared folder: the thread files are in the bucket, reachable from any host.
+        assert not any("/data/media" in v for v in SERVICES[name].get("volumes", [])), name
     assert SERVICES["migrate"]["restart"] == "no"
     assert "pgdata:/var/lib/postgresql/data" in SERVICES["postgres"]["volumes"]
-    assert "media:/data/media" in SERVICES["web"]["volumes"]
-    assert "media:/data/media" in SERVICES["worker"]["volumes"]
-    assert {"pgdata", "media"} <= set(COMPOSE["volumes"])
+    assert "miniodata:/data" in SERVICES["minio"]["volumes"]
+    assert {"pgdata", "miniodata"} <= set(COMPOSE["volumes"]) and "media" not in COMPOSE["volumes"]
+    # The bucket minio-init makes, with MinIO's credentials, is the one the app uses.
+    given = {"MINIO_ROOT_PASSWORD": "pw", "SECRET_KEY": "k"}
+    app = {k: interpolate(v, given) for k, v in SERVICES["web"]["environment"].items()}
+    minio = {k: interpolate(v, given) for k, v in SERVICES["minio"]["environment"].items()}
+    init = SERVICES["minio-init"]
+    assert interpolate(init["command"][-1], given) == f"minio/{app['HITL_FILES_S3_BUCKET']}"
+    assert interpolate(init["environment"]["MC_HOST_minio"], given) == (
+        f"http://{minio['MINIO_ROOT_USER']}:{minio['MINIO_ROOT_PASSWORD']}@minio:9000"
+    )
+    assert app["HITL_FILES_S3_ENDPOINT_URL"] == "http://minio:9000"
+    assert (app["HITL_FILES_S3_ACCESS_KEY_ID"], app["HITL_FILES_S3_SECRET_ACCESS_KEY"]) == (
+        minio["MINIO_ROOT_USER"],
+        minio["MINIO_ROOT_PASSWORD"],
+    )
+    assert init["depends_on"]["minio"] == {"condition": "service_healthy"}
+    assert "ports" not in SERVICES["minio"]  # only web and workers talk to it
     # `--scale worker=N` needs a worker without fixed names or published ports, and its
     # concurrency from the environment rather than the command line.
     worker = SERVICES["worker"]
@@ -162,6 +203,51 @@ def test_compose_wires_the_services_as_documented():
     assert "HITL_RUNS_PER_WORKER" in worker["environment"]
     assert "runs" in worker["command"][worker["command"].index("-Q") + 1].split(",")
     assert worker["stop_signal"] == "SIGTERM"
+
+
+def test_the_app_reaches_postgres_through_pgbouncer(test_database_url, tmp_path):
+    """web, worker and beat go through compose's PgBouncer in transaction mode, with the
+    switch that keeps session state out of it; migrate goes straight to Postgres. The
+    config compose hands PgBouncer runs on the host's Debian pgbouncer, pointed at the
+    test database (the address, the port and, as the local server trusts, the auth)."""
+    for name in ("web", "worker", "beat"):
+        env = SERVICES[name]["environment"]
+        assert "@pgbouncer:6432/hitl" in env["DATABASE_URL"], name
+        assert env["HITL_DATABASE_POOLER"] == "pgbouncer", name
+        assert SERVICES[name]["depends_on"]["pgbouncer"] == {"condition": "service_healthy"}
+    migrate = SERVICES["migrate"]["environment"]
+    assert "@postgres:5432/hitl" in migrate["DATABASE_URL"]
+    assert not migrate["HITL_DATABASE_POOLER"]
+    assert SERVICES["pgbouncer"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
+    assert SERVICES["pgbouncer"]["healthcheck"]["test"]
+
+    ini = interpolate(COMPOSE["configs"]["pgbouncer-ini"]["content"], {})
+    assert "pool_mode = transaction" in ini
+    assert "default_pool_size = 20" in ini and "max_db_connections = 20" in ini
+    users = interpolate(COMPOSE["configs"]["pgbouncer-users"]["content"], {})
+    assert users.strip() == '"hitl" "hitl"'
+    server = urlsplit(test_database_url)
+    bouncer = PgBouncer(tmp_path, test_database_url)
+    (tmp_path / "users.txt").write_text(f'"{server.username}" "{server.password or ""}"\n')
+    local = {
+        "hitl = host=postgres port=5432 dbname=hitl": (
+            f"hitl = host={server.hostname} port={server.port or 5432} dbname={server.path[1:]}"
+        ),
+        "listen_addr = 0.0.0.0": "listen_addr = 127.0.0.1",
+        "listen_port = 6432": f"listen_port = {bouncer.port}",
+        "auth_type = scram-sha-256": "auth_type = trust",
+        "/etc/pgbouncer/users.txt": str(tmp_path / "users.txt"),
+    }
+    for compose_line, here in local.items():
+        assert compose_line in ini
+        ini = ini.replace(compose_line, here)
+    bouncer.start(ini)
+    try:
+        url = f"postgres://{server.username}@127.0.0.1:{bouncer.port}/hitl"
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
+            assert conn.execute("SELECT current_database()").fetchone()[0] == server.path[1:]
+    finally:
+        bouncer.stop()
 
 
 def run_healthcheck(name: str, env: dict[str, str], **replace: str) -> subprocess.CompletedProcess:
@@ -180,7 +266,13 @@ def api_key(transactional_db, requester) -> str:
     return ApiToken.issue(user=requester, name="compose")[1]
 
 
-def test_every_service_command_runs_here(compose_env, tmp_path, api_key, reviewers_group):
+def test_every_service_command_runs_here(
+    compose_env,
+    tmp_path,
+    api_key,
+    reviewers_group,
+    s3_server,  # noqa: F811
+):
     migrate = subprocess.run(
         SERVICES["migrate"]["command"],
         env=compose_env,
@@ -272,6 +364,18 @@ def test_every_service_command_runs_here(compose_env, tmp_path, api_key, reviewe
         lines = wait_for(worker_lines_for_request, 10, what="worker log lines with the request id")
         assert all(line["thread_id"] == thread_id for line in lines)
         assert any(line.get("run_id") and "interrupted" in line["message"] for line in lines)
+
+        # A thread file goes to the bucket (where MinIO would be) and back through web.
+        auth = {"Authorization": f"Bearer {api_key}", **VIA_PROXY}
+        files_url = f"{base}/api/v1/threads/{thread_id}/files"
+        stored = httpx.post(files_url, files={"file": ("notes.txt", b"compose")}, headers=auth)
+        assert stored.status_code == 201, stored.text
+        key = f"threads/{thread_id}/uploads/notes.txt"
+        bucket = compose_env["HITL_FILES_S3_BUCKET"]
+        assert s3_server.client.get_object(Bucket=bucket, Key=key)["Body"].read() == b"compose"
+        back = httpx.get(files_url, params={"path": stored.json()["path"]}, headers=auth)
+        assert back.status_code == 200 and back.content == b"compose"
+        assert not (Path(compose_env["MEDIA_ROOT"]) / "threads").exists()
     finally:
         for proc in reversed(procs):
             proc.stop()

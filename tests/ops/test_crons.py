@@ -11,7 +11,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from hitl.core.models import AuditEvent, Cron, CronFire, Run
-from hitl.core.runs.crons import cron_create, crons_fire
+from hitl.core.resources.crons import cron_create, crons_fire
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.postgres
@@ -65,3 +65,21 @@ def test_two_beats_start_one_run_per_tick(
     assert len({r.thread_id for r in runs}) == len(fires)  # a new thread each tick
     fired = AuditEvent.objects.filter(kind="cron.fired", data__cron_id=str(cron.pk))
     assert fired.count() >= len(fires)
+
+
+def test_a_beat_stops_the_cron_of_a_deactivated_owner_and_starts_no_run(
+    worker_factory, beat_factory, transactional_db, requester
+):
+    env = {"HITL_CRON_SWEEP_SECONDS": "0.3"}
+    worker_factory("w1", concurrency=1, **env)
+    cron = cron_create(user=requester, assistant_id="approval", schedule="* * * * * *", payload={})
+    requester.is_active = False
+    requester.save(update_fields=["is_active"])
+    beat_factory(**env)
+
+    wait_for(lambda: not Cron.objects.get(pk=cron.pk).enabled, 60, 0.2, "the beat to stop the cron")
+    stopped = AuditEvent.objects.get(kind="cron.disabled", data__cron_id=str(cron.pk))
+    assert stopped.actor_id == requester.pk
+    assert "no longer" in stopped.data["reason"]
+    assert not Run.objects.filter(metadata__cron_id=str(cron.pk)).exists()
+    assert not CronFire.objects.filter(cron=cron, run__isnull=False).exists()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from datetime import timedelta
 
 import pytest
@@ -92,6 +94,30 @@ def test_metrics_expose_runs_interrupts_queues_and_latencies(
     assert all(value == 0 for (name, _), value in found.items() if name == "hitl_scrape_error"), (
         found
     )
+
+
+def test_metrics_report_this_process_connections_by_pool(client, db, settings):
+    settings.HITL_METRICS_PUBLIC = True
+    found = samples(client.get("/metrics").content.decode())
+    me = f"web@{socket.gethostname()}:{os.getpid()}"
+    open_now = {
+        dict(labels)["pool"]: value
+        for (name, labels), value in found.items()
+        if name == "hitl_db_connections" and dict(labels)["process"] == me
+    }
+    assert set(open_now) == {"django", "checkpointer", "store"}
+    assert open_now["django"] >= 1  # this request's
+    assert open_now["checkpointer"] >= 1  # the test session's checkpointer (and store)
+    assert open_now["store"] == 0  # no HITL_STORE_URL: the store is on the checkpointer's pool
+    budget = found[("hitl_db_connections_budget", (("process", me),))]
+    # Django's pool and at least the sync checkpointer's.
+    assert (
+        budget
+        >= settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"]
+        + settings.HITL_CHECKPOINT_POOL_SIZE
+    )
+    assert sum(open_now.values()) <= found[("hitl_db_connections_peak", (("process", me),))]
+    assert found[("hitl_db_connections_peak", (("process", me),))] <= budget
 
 
 def test_metrics_survive_a_broken_part(client, db, settings):

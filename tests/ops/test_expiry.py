@@ -10,7 +10,8 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from hitl.core import decisions, errors, runs
-from hitl.core.live import events
+from hitl.core.live import listeners
+from hitl.core.live.publisher import publisher
 from hitl.core.models import AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run
 from hitl.ops import services as ops_services
 from hitl.ops.maintenance import expire_due_interrupts
@@ -138,7 +139,7 @@ def test_nothing_automatic_fits_closes_it_unanswered(manual_runs, requester, rev
 
 
 def receive_all(layer, channel: str) -> list[dict]:
-    events.publisher.flush()
+    publisher.flush()
     messages = []
 
     async def drain():
@@ -169,9 +170,12 @@ def test_escalation_reassigns_with_a_notice_audits_and_pushes_live(
     )
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    for group in (events.inbox_group(reviewers_group.pk), events.inbox_group(finance_group.pk)):
+    for group in (
+        listeners.inbox_group(reviewers_group.pk),
+        listeners.inbox_group(finance_group.pk),
+    ):
         async_to_sync(layer.group_add)(group, channel)
-    async_to_sync(layer.group_add)(events.thread_group(row.thread_id), channel)
+    async_to_sync(layer.group_add)(listeners.thread_group(row.thread_id), channel)
 
     now = later(2)
     with django_capture_on_commit_callbacks(execute=True) as callbacks:

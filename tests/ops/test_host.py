@@ -1,4 +1,4 @@
-"""README's "Running on a host (without Docker)" recipe cannot drift from the code: its
+"""The "Running on a host (without Docker)" recipe of docs/operating.md cannot drift from the code: its
 exact lines run here, against the local Postgres and Redis, with this test's database,
 Redis db, port and directories substituted for the documented ones."""
 
@@ -19,12 +19,12 @@ from tests.conftest import BIN, PYTHON, ROOT, Proc, free_port, spawn, wait_for
 
 pytestmark = pytest.mark.postgres
 
-SECTION = "### Running on a host (without Docker)"
+SECTION = "## Running on a host (without Docker)"
 
 
 def recipe() -> tuple[dict[str, str], list[list[str]]]:
     """The recipe's exported environment and its commands, in order."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "operating.md").read_text()
     section = text[text.index(SECTION) :]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block, "the host recipe has a sh block"
@@ -47,7 +47,7 @@ def _here(command: list[str], port: int) -> list[str]:
     return args
 
 
-def test_the_readme_host_recipe_runs_web_worker_and_beat(
+def test_the_documented_host_recipe_runs_web_worker_and_beat(
     test_database_url, tmp_path, transactional_db
 ):
     # Its processes commit to the test database: flushed after, like every such test.

@@ -16,7 +16,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from hitl.core import decisions, runs
-from hitl.core.live import events
+from hitl.core.live import listeners
 from hitl.core.models import ApiToken, AuditEvent, HumanInterrupt, ReviewerGroupPolicy, Run, Thread
 from hitl.core.worker.tasks import run_execute
 from tests.conftest import wait_for
@@ -234,7 +234,7 @@ def test_expiry_and_escalation_end_to_end(
     )  # fmt: skip
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(events.inbox_group(finance_group.pk), channel)
+    async_to_sync(layer.group_add)(listeners.inbox_group(finance_group.pk), channel)
 
     worker_factory("w1", concurrency=1, **OPS_ENV)
     beat_factory(**FAST_BEAT)

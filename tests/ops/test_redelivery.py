@@ -18,7 +18,8 @@ from agents.registry import import_target, with_checkpointer
 from hitl.core import decisions, runs
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
-from hitl.core.worker import lease, tasks
+from hitl.core.runs.graphs import checkpointer
+from hitl.core.worker import graph_input, lease
 
 
 class Killed(Exception):
@@ -47,21 +48,23 @@ def first_attempt_dies(run: Run, *, step: int) -> None:
     assert claimed is not None
     graph = with_checkpointer(
         import_target(registry.targets[run.thread.graph]),
-        dying_copy(tasks.checkpointer(), step=step),
+        dying_copy(checkpointer(), step=step),
     )
     config = {
         "configurable": {"thread_id": str(run.thread_id)},
         "metadata": {"hitl_run_id": str(run.pk), "hitl_thread_id": str(run.thread_id)},
     }
     with pytest.raises(Killed):
-        for _ in graph.stream(tasks._graph_input(graph, config, run), config, durability="sync"):
+        for _ in graph.stream(
+            graph_input.graph_input_for(graph, config, run), config, durability="sync"
+        ):
             pass
     # The reaper's view once the lease ran out.
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
 
 def saved_state(run: Run):
-    return registry.get(run.thread.graph, tasks.checkpointer()).get_state(
+    return registry.get(run.thread.graph, checkpointer()).get_state(
         {"configurable": {"thread_id": str(run.thread_id)}}
     )
 

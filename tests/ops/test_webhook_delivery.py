@@ -18,7 +18,7 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from hitl.core.models import Run, Thread, WebhookDelivery
-from hitl.core.runs.webhook_urls import WebhookNotAllowed, address_allowed, webhook_check_url
+from hitl.core.net.webhook_urls import WebhookNotAllowed, address_allowed, webhook_check_url
 from hitl.ops import webhooks
 
 SECRET = "delivery-test-secret"

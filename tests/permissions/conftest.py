@@ -33,7 +33,7 @@ def _grant(user, *codenames: str):
 
 
 def make_role_user(role: str, reviewers_group):
-    """The user playing `role` in README's table (None: anonymous)."""
+    """The user playing `role` in the permission table (docs/permissions.md) (None: anonymous)."""
     if role == "anonymous":
         return None
     if role == "outsider":

@@ -1,8 +1,8 @@
-"""The permission table in README.md, read as data: (action, role) -> expected cell.
+"""The permission table in docs/permissions.md, read as data: (action, role) -> expected cell.
 
-README's "Who may do what" table is the one source. Its header names the roles and its
+The "Who may do what" page's table is the one source. Its header names the roles and its
 first column the actions; both must match the labels below exactly, so a row or column
-added to the README without a test (or renamed) fails `test_the_readme_table_is_complete`.
+added to the page without a test (or renamed) fails `test_the_permission_table_is_complete`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "permissions.md"
 MARKER = "<!-- permission-matrix:"
 
 ROLES = {
@@ -63,8 +63,8 @@ def _cells(line: str) -> list[str]:
 
 
 def read_table(text: str | None = None) -> tuple[list[str], list[str], dict[tuple[str, str], str]]:
-    """README's table as (role labels, action labels, {(action key, role key): cell})."""
-    text = README.read_text() if text is None else text
+    """The page's table as (role labels, action labels, {(action key, role key): cell})."""
+    text = PAGE.read_text() if text is None else text
     lines = text[text.index(MARKER) :].splitlines()[1:]
     header, rule, *rows = lines
     assert re.fullmatch(r"\|(\s*-+\s*\|)+", rule.strip()), rule

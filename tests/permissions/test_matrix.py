@@ -1,4 +1,4 @@
-"""Every cell of README's permission table, on every HTTP surface its row names.
+"""Every cell of the permission table (docs/permissions.md), on every HTTP surface its row names.
 
 Each case plays one role against one surface and turns the real answer into a cell:
 2xx (or a page's redirect after a successful POST) is `yes`, a redirect to a login page or
@@ -20,10 +20,10 @@ from hitl.core.files.storage import thread_files
 from hitl.core.models import ApiToken, Assistant, AuditEvent, HumanInterrupt, Run, Thread
 from hitl.core.models.claims import InterruptClaim, InterruptSnooze
 from hitl.core.models.notify import NotificationPreference
-from hitl.core.runs.assistants import assistant_create
+from hitl.core.resources.assistants import AssistantFields, assistant_create
 from tests.conftest import store_clear
 from tests.permissions.conftest import FILE_BODY, FILE_PATH, TITLE, World
-from tests.permissions.matrix import ACTIONS, CELLS, README, ROLES, expected, read_table
+from tests.permissions.matrix import ACTIONS, CELLS, PAGE, ROLES, expected, read_table
 
 PENDING = HumanInterrupt.Status.PENDING
 
@@ -374,7 +374,9 @@ def assistant_create_langgraph(w: World) -> str:
 
 
 def _requesters_assistant(w: World) -> str:
-    return assistant_create(user=w.requester, graph="approval", name="theirs").assistant_id
+    return assistant_create(
+        user=w.requester, graph="approval", fields=AssistantFields(name="theirs")
+    ).assistant_id
 
 
 def assistant_update_langgraph(w: World) -> str:
@@ -461,7 +463,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("action", "surface", "role"), CASES)
-def test_the_readme_cell_holds(action, surface, role, world_for):
+def test_the_documented_cell_holds(action, surface, role, world_for):
     world = world_for(role)
     assert SURFACES[action][surface](world) == expected(action, role)
 
@@ -476,18 +478,18 @@ def test_staff_status_grants_no_thread_verb(verb, world_for, reviewers_group):
     assert SURFACES[verb]["langgraph"](world) == "403"
 
 
-def test_the_readme_table_is_complete():
-    """Every README row and column has tests (the sockets' rows in test_sockets.py)."""
-    readme_roles, readme_actions, cells = read_table()
-    assert readme_roles == list(ROLES)
-    assert readme_actions == list(ACTIONS)
+def test_the_permission_table_is_complete():
+    """Every row and column of the table has tests (the sockets' rows in test_sockets.py)."""
+    page_roles, page_actions, cells = read_table()
+    assert page_roles == list(ROLES)
+    assert page_actions == list(ACTIONS)
     assert set(SURFACES) == set(ACTIONS.values())
     assert set(cells.values()) <= CELLS
     assert len(cells) == len(ACTIONS) * len(ROLES)
 
 
 def test_a_row_or_role_the_tests_do_not_know_is_caught():
-    text = README.read_text()
+    text = PAGE.read_text()
     renamed = text.replace("| superuser |\n|---", "| root |\n|---", 1)
     assert read_table(renamed)[0][-1] == "root" != list(ROLES)[-1]
     extra = text.replace(

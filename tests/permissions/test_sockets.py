@@ -1,4 +1,4 @@
-"""README's permission table on the WebSockets: the thread socket opens exactly for
+"""The permission table (docs/permissions.md) on the WebSockets: the thread socket opens exactly for
 those who may view the thread (`view a thread`), and the inbox socket pushes a new
 pending interrupt exactly to those who find it in their inbox (`find its pending
 interrupt`). Through the real ASGI app and the Redis channel layer."""

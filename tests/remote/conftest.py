@@ -126,6 +126,16 @@ class PeerServer:
         return thread["thread_id"]
 
 
+@pytest.fixture(autouse=True)
+def _local_deployments_allowed(settings, monkeypatch):
+    """The peers listen on 127.0.0.1: allowed as an operator allows them, explicitly, in
+    this process and in the daphne and Celery processes a test starts (their environment)."""
+    settings.HITL_REMOTE_HOSTS = ["127.0.0.1:*"]
+    settings.HITL_REMOTE_ALLOW_PRIVATE = True
+    monkeypatch.setenv("HITL_REMOTE_HOSTS", "127.0.0.1:*")
+    monkeypatch.setenv("HITL_REMOTE_ALLOW_PRIVATE", "1")
+
+
 @pytest.fixture(scope="module", params=["langgraph-dev", "aegra"])
 def peer(request, tmp_path_factory) -> Iterator[PeerServer]:
     server = PeerServer(request.param, tmp_path_factory.mktemp(request.param))

@@ -30,6 +30,7 @@ def _rows(remote_id: str) -> list[HumanInterrupt]:
     return list(HumanInterrupt.objects.filter(thread_id=link.thread_id)) if link else []
 
 
+@pytest.mark.postgres  # another process (a worker, a server) shares the database
 @pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
 def test_a_worker_polls_and_retries_a_resume_until_the_deployment_is_back(
     peer, deployment, reviewer, client, worker_factory, settings
@@ -118,7 +119,7 @@ def test_an_unreachable_deployment_shows_on_its_admin_row_and_healthz(
     assert "failing: unreachable" in listing
     health = client.get("/healthz")
     assert health.status_code == 200
-    assert health.json()["remote"]["away"].startswith("error: unreachable")
+    assert health.json()["remote"]["away"] == "down"  # the why is on the admin row
 
 
 def test_deployments_declared_in_settings_are_registered(settings, reviewers_group, monkeypatch):
@@ -176,9 +177,7 @@ def test_a_revoked_key_shows_and_holds_decisions_until_a_new_key_is_set(
     assert deployment_poll(deployment)["failed"] == 1
     deployment.refresh_from_db()
     assert deployment.last_error == "the API key was refused (401)"
-    assert client.get("/healthz").json()["remote"]["keyed"] == (
-        "error: the API key was refused (401)"
-    )
+    assert client.get("/healthz").json()["remote"]["keyed"] == "down"
     assert (
         "failing: the API key was refused"
         in admin_client.get("/admin/hitl/remotedeployment/").content.decode()
@@ -211,6 +210,7 @@ def test_a_revoked_key_shows_and_holds_decisions_until_a_new_key_is_set(
     assert RemoteDeployment.objects.get(pk=deployment.pk).last_error == ""
 
 
+@pytest.mark.postgres  # another process (a worker, a server) shares the database
 @pytest.mark.parametrize("peer", ["langgraph-dev"], indirect=True)
 def test_the_run_webhook_follows_the_thread_without_a_poll(
     peer, deployment, reviewer, asgi_server, settings, manual_runs
@@ -244,7 +244,7 @@ def test_a_webhook_with_a_wrong_token_or_body_changes_nothing(peer, deployment, 
         client.post(f"/remote/other/webhook/{token}/", b"{}", "application/json").status_code == 404
     )
     bad = client.post(f"/remote/prod/webhook/{token}/", b"not json", "application/json")
-    assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
+    assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
     unknown = client.post(
         f"/remote/prod/webhook/{token}/", b'{"thread_id": "not-ours"}', "application/json"
     )

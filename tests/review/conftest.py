@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from hitl.core import runs
-from hitl.core.worker import lease
+from hitl.core.worker import lease, pauses_record
 
 WORKER = "ui-tests"
 
@@ -28,7 +28,7 @@ def open_interrupts(
     run = runs.run_start(graph=graph, input={}, user=user, title=title or graph)
     lease.run_lease_take(run_id=run.pk, worker=WORKER)
     schemas = schemas or [None] * len(values)
-    lease.run_finish(
+    pauses_record.run_finish(
         run_id=run.pk,
         worker=WORKER,
         interrupts=[(uuid.uuid4().hex, v, s) for v, s in zip(values, schemas, strict=True)],
@@ -56,6 +56,11 @@ def human_interrupt(action: str = "send_email", args: dict | None = None, **extr
         else:
             value[key] = item
     return value
+
+
+def decide_on_page(client, row, data: dict, **extra):
+    """Post the thread page's answer form for one row, as a reviewer's browser does."""
+    return client.post(f"/interrupts/{row.pk}/decide/", data, **extra)
 
 
 @pytest.fixture
@@ -123,7 +128,7 @@ def checkpoints(thread, limit: int = 200) -> list[dict[str, Any]]:
     """The thread's steps, newest first, as dicts (id, step, next nodes, values)."""
     import json
 
-    from hitl.core.runs.history import thread_history_page
+    from hitl.core.history.history import thread_history_page
 
     return [
         {

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from hitl.core.models import HumanInterrupt, Run
-from tests.review.conftest import human_interrupt
-
-
-def decide(client, row, data):
-    return client.post(f"/interrupts/{row.pk}/decide/", data, follow=True)
+from tests.review.conftest import decide_on_page, human_interrupt
 
 
 def three(paused, user):
@@ -30,7 +26,7 @@ def test_the_page_counts_answers_and_names_each_item(paused, client_for, reviewe
     assert "Accept 2 of 3" in html and "1 does not allow accept" in html
     assert "Ignore all 3" in html
 
-    response = decide(client, second, {"type": "accept"})
+    response = decide_on_page(client, second, {"type": "accept"}, follow=True)
     page = response.content.decode()
     assert "Approved: send email (item 2 of 3) on “Parallel”" in page
     assert "1 of 3 answered" in page and "(2 left)" in page
@@ -92,8 +88,8 @@ def test_the_last_single_answer_stays_on_the_thread(paused, client_for, reviewer
     thread, (first, second, third) = three(paused, reviewer)
     paused(user=reviewer, values=[human_interrupt("archive")], title="Else")
     client = client_for(reviewer)
-    decide(client, first, {"type": "accept"})
-    decide(client, second, {"type": "accept"})
+    decide_on_page(client, first, {"type": "accept"}, follow=True)
+    decide_on_page(client, second, {"type": "accept"}, follow=True)
     response = client.post(f"/interrupts/{third.pk}/decide/", {"type": "ignore"})
     assert response["Location"] == f"/threads/{thread.pk}/"
     page = client.get(response["Location"]).content.decode()

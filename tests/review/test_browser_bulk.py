@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from hitl.core.decisions import bulk
 from hitl.core.models import HumanInterrupt
 from tests.review import test_browser
 from tests.review.conftest import human_interrupt, open_interrupts
@@ -59,3 +60,32 @@ def test_bulk_accept_across_pages_with_results_and_live_removal(
     assert HumanInterrupt.objects.filter(status="resolved").count() == 30
     assert HumanInterrupt.objects.get(pk=locked.pk).status == "pending"
     assert page.errors == [] and other.errors == []
+
+
+def test_another_reviewers_bulk_decision_is_said_once_naming_the_threads(
+    asgi_server, browser_page, reviewer, second_reviewer, requester, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    ids = []
+    for title, count in (("Q3 report", 2), ("Refund #12", 2), ("Onboard Ada", 1)):
+        _, rows = open_interrupts(
+            user=requester, values=[human_interrupt("send_email")] * count, title=title
+        )
+        ids += [row.pk for row in rows]
+    rita = browser_page(asgi_server, "rita")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    assert rita.locator("tbody tr.row").count() == 5
+
+    bulk.interrupt_bulk_decide(user=second_reviewer, interrupt_ids=ids, response_type="accept")
+    expect(rita.locator("tbody tr.row")).to_have_count(0, timeout=30_000)
+    toast = rita.locator("#toasts .toast")
+    expect(toast).to_have_count(1)
+    text = toast.inner_text()
+    assert text.startswith("sam answered 5 items on ")
+    for named in ("“Q3 report” (2)", "“Refund #12” (2)", "“Onboard Ada”"):
+        assert named in text
+    assert "Answered by sam." not in rita.inner_text("body")
+    for width in (390, 1366):
+        rita.set_viewport_size({"width": width, "height": 800})
+        test_browser.shot(rita, f"bulk-by-another-{width}")
+    assert rita.errors == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from hitl.core import decisions
 from hitl.core.models import HumanInterrupt
 from tests.conftest import wait_for
 from tests.review import test_browser
@@ -104,3 +105,44 @@ def test_inbox_decisions_on_an_item_claimed_by_another_ask_first(
     ]
     assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
     shot(rita, "inbox-claimed-row")
+
+
+def test_a_card_someone_else_answered_no_longer_needs_a_decision_nor_offers_claims(
+    asgi_server, browser_page, reviewer, second_reviewer, requester, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    thread, (first, second) = open_interrupts(
+        user=requester,
+        values=[human_interrupt("deploy"), human_interrupt("archive")],
+        title="Ship it",
+    )
+    rita = browser_page(asgi_server, "rita")
+    rita.goto(f"/threads/{thread.pk}/")
+    rita.wait_for_selector("#live-indicator[data-state=live]")
+    rita.fill(f"#interrupt-{first.pk} .respond textarea", "Wait for the freeze")
+    assert rita.is_visible("#interrupts-title")
+
+    # sam answers the first: rita's card says so, above the heading, with nothing to take.
+    decisions.interrupt_resolve(interrupt_id=first.pk, user=second_reviewer, response_type="accept")
+    lost = f"#interrupt-{first.pk}"
+    rita.wait_for_selector(f"{lost} .form-error:has-text('Already answered by sam')")
+    assert rita.text_content(f"{lost} .eyebrow") == "Answered by someone else"
+    for what in (".claim-bar", "text=I'm on it", "text=Hide for me", "text=Not now"):
+        assert rita.locator(f"{lost} >> {what}").count() == 0, what
+    assert rita.locator(f"{lost} ~ #interrupts-title").count() == 1  # above the heading
+    assert rita.locator(f"#interrupts-title ~ #interrupt-{second.pk}").count() == 1
+    assert rita.is_visible("#interrupts-title")
+
+    # sam answers the other too: no heading is left over the answered cards.
+    decisions.interrupt_resolve(
+        interrupt_id=second.pk, user=second_reviewer, response_type="accept"
+    )
+    rita.wait_for_selector(
+        f"#interrupt-{second.pk} .form-error:has-text('Already answered by sam')"
+    )
+    rita.wait_for_selector("#interrupts-title", state="hidden")
+    assert rita.is_visible(f"{lost} textarea.lost-typed")  # what she typed is kept to copy
+    for width in (390, 1366):
+        rita.set_viewport_size({"width": width, "height": 900})
+        test_browser.shot(rita, f"answered-by-another-{width}")
+    assert rita.errors == []

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from hitl.core import decisions, runs
-from hitl.core.live import events
+from hitl.core.live.publisher import publisher
 from hitl.core.models import HumanInterrupt, Thread
 from tests.conftest import ROOT, wait_for
 from tests.graphs import WORKER_GRAPHS, register_in_process
@@ -125,7 +125,7 @@ def inbox_with_two_items(asgi_server, browser_page, reviewer):
     _, (older,) = open_interrupts(user=reviewer, values=[human_interrupt("archive")])
     _, (newer,) = open_interrupts(user=reviewer, values=[human_interrupt("publish")])
     # Their live pushes are out before the page loads: none re-renders a row under j.
-    events.publisher.flush()
+    publisher.flush()
     rita = browser_page(asgi_server, "rita")
     rita.wait_for_selector("#live-indicator[data-state=live]")
     mark_no_reload(rita)

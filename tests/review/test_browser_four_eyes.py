@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hitl.core import decisions
+from hitl.core.decisions import email_links
 from hitl.core.models import Approval, HumanInterrupt, Run
 from tests.conftest import wait_for
 from tests.review import test_browser as base
@@ -87,3 +89,29 @@ def test_two_reviewers_in_two_browsers_approve_a_two_of_m_item(
     [resume] = Run.objects.filter(thread=thread, kind="resume")
     assert resume.input["resume"][row.interrupt_id] == {"type": "accept", "args": None}
     assert not rita.errors and not sam.errors
+
+
+def test_a_mail_link_whose_approval_would_be_refused_offers_nothing_to_confirm(
+    asgi_server, browser_page, requester, reviewer, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    _, [row] = open_interrupts(
+        user=requester,
+        values=[human_interrupt("wire_transfer", {"amount": 12000}, approvals={"required": 2})],
+        title="Pay the supplier",
+    )
+    links = dict(email_links.email_links_create(row=row, user=reviewer))
+    decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
+    rita = browser_page(asgi_server, "rita")
+    # Her mail's Approve link, after she approved in the browser: refused up front.
+    rita.goto(f"/e/{links['accept']}/")
+    assert "You have approved these args already" in rita.inner_text(".email-action")
+    assert rita.locator("button:has-text('Confirm: Approve')").count() == 0
+    for width in (390, 1366):
+        rita.set_viewport_size({"width": width, "height": 800})
+        base.shot(rita, f"four-eyes-mail-refused-{width}")
+    # Ignore still is hers to confirm.
+    rita.goto(f"/e/{links['ignore']}/")
+    assert rita.locator("button:has-text('Confirm: Ignore')").count() == 1
+    assert Approval.objects.filter(interrupt=row).count() == 1
+    assert rita.errors == []

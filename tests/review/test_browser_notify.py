@@ -11,7 +11,7 @@ from django.core import signing
 
 from hitl.core.access.links import SALT, link_token
 from hitl.core.models import NotificationPreference
-from hitl.ops.notify_messages import render
+from hitl.integrations.email.messages import render
 from tests.review import test_browser
 from tests.review.conftest import human_interrupt, open_interrupts
 

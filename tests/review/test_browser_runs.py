@@ -146,3 +146,28 @@ def test_a_slow_run_shows_working_elapsed_time_and_the_current_node(
     page.wait_for_selector("#run-progress", state="hidden")
     assert_not_reloaded(page)
     assert page.errors == []
+
+
+def test_the_error_tab_and_the_page_of_a_failed_run_say_its_error_once(
+    asgi_server, browser_page, requester, settings
+):
+    settings.HITL_EXECUTOR = "manual"
+    run = runs.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
+    lease.run_lease_take(run_id=run.pk, worker=WORKER)
+    lease.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
+    quinn = browser_page(asgi_server, "quinn")
+    quinn.goto("/?tab=error")
+    row = quinn.locator(f"#row-{run.thread_id}")
+    assert "RuntimeError: the tool exploded" in row.inner_text()
+    assert row.locator(".chip.group").inner_text() == "reviewers"
+    for width in (390, 1366):
+        quinn.set_viewport_size({"width": width, "height": 800})
+        base.shot(quinn, f"error-tab-{width}")
+    quinn.click(f"#row-{run.thread_id} a.title")
+    quinn.wait_for_selector("#run-failed")
+    assert quinn.inner_text("body").count("the tool exploded") == 1
+    quinn.click("#section-runs a[href='#run-failed']")
+    for width in (390, 1366):
+        quinn.set_viewport_size({"width": width, "height": 900})
+        base.shot(quinn, f"failed-run-page-{width}")
+    assert quinn.errors == []

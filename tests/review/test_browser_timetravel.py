@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hitl.core import decisions, runs
+from hitl.core.history import timetravel
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
-from hitl.core.runs import timetravel
 from tests.api.client_graphs import CLIENT_GRAPHS, TARGETS
 from tests.conftest import ROOT, wait_for
 from tests.review import test_browser as base
@@ -255,4 +255,32 @@ def test_a_running_fork_hides_the_old_result_and_files_say_their_branch(
     assert rita.locator("#old-result").count() == 0  # one result: the current branch's
     SHOTS.mkdir(exist_ok=True)
     rita.screenshot(path=str(SHOTS / "thread-fork-branches.png"), full_page=True)
+    assert rita.errors == []
+
+
+def test_history_shows_the_args_an_edited_tool_ran_with_and_what_the_reviewer_changed(
+    asgi_server, worker_factory, browser_page, reviewer
+):
+    worker_factory("w1")
+    thread = runs.run_start(graph="demo", input={}, user=reviewer, title="Q3 sales report").thread
+    wait_for(lambda: thread.interrupts.filter(status="pending").exists(), 60, what="the quarter")
+    _answer(thread, reviewer)
+    rita = browser_page(asgi_server, "rita")
+    rita.goto(f"/threads/{thread.pk}/")
+    to = rita.locator("article.interrupt input[data-key=to]")
+    to.fill("cfo@example.com")
+    with rita.expect_navigation():
+        rita.click("article.interrupt button.btn-edit")
+    wait_for(lambda: Thread.objects.get(pk=thread.pk).status == "done", 60, what="the end")
+    rita.reload()
+    _open_history(rita)
+    sent = rita.locator("#history li.checkpoint", has_text="tools ran send_email")
+    text = " ".join(sent.inner_text().split())
+    assert "tools ran send_email (to: cfo@example.com, subject: Sales report Q3 2025" in text
+    assert "edited by rita: to finance-team@example.com → cfo@example.com" in text
+    assert "returned “Email to cfo@example.com" in text
+    for width in (390, 1366):
+        rita.set_viewport_size({"width": width, "height": 900})
+        sent.scroll_into_view_if_needed()
+        base.shot(rita, f"history-edited-call-{width}")
     assert rita.errors == []

@@ -119,3 +119,46 @@ def test_undo_from_the_inbox_brings_the_row_back(grace, asgi_server, browser_pag
     row.refresh_from_db()
     assert row.status == "pending" and row.responded_by is None
     assert rita.errors == []
+
+
+def test_undo_after_accept_as_proposed_gives_back_the_typed_edit(
+    grace, asgi_server, browser_page, reviewer
+):
+    thread, (row,) = open_interrupts(
+        user=reviewer,
+        values=[human_interrupt("route_ticket", {"queue": "escalations", "priority": 2})],
+        title="Printer on fire",
+    )
+    rita = browser_page(asgi_server, "rita")
+    rita.goto(f"/threads/{thread.pk}/")
+    card = f"#interrupt-{row.pk}"
+    rita.fill(f"{card} input[data-key=queue]", "support")
+    assert rita.inner_text(f"{card} .btn-accept").startswith("Accept as proposed")
+
+    # Accepting as proposed says the typed edit was not sent, and Undo gives it back.
+    with rita.expect_navigation():
+        rita.click(f"{card} .btn-accept")
+    toast = rita.wait_for_selector(f"#undo-{row.pk}")
+    assert "your typed edit was not sent (Undo gives it back)" in toast.inner_text()
+    row.refresh_from_db()
+    assert (row.status, row.response_type) == ("resolved", "accept")
+    with rita.expect_navigation():
+        rita.click(f"#undo-{row.pk} .undo-button")
+    assert "Your typed edit is back in the card" in rita.inner_text(".flashes")
+    field = rita.wait_for_selector(f"{card} input[data-key=queue]")
+    assert field.input_value() == "support"
+    assert rita.input_value(f"{card} input[data-key=priority]") == "2"
+    assert "Your typed edit is back" in rita.inner_text(f"{card} .restored-note")
+    assert "dirty" in rita.get_attribute(card, "class")
+    assert rita.inner_text(f"{card} .btn-accept").startswith("Accept as proposed")
+    for width in (390, 1366):
+        rita.set_viewport_size({"width": width, "height": 900})
+        base.shot(rita, f"undo-3-typed-edit-back-{width}")
+
+    # Sending it now sends the edit the reviewer typed.
+    with rita.expect_navigation():
+        rita.click(f"{card} .btn-edit")
+    row.refresh_from_db()
+    assert (row.status, row.response_type) == ("resolved", "edit")
+    assert row.response_args["args"] == {"queue": "support", "priority": 2}
+    assert rita.errors == []

@@ -10,7 +10,8 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from hitl.core.decisions import claims
-from hitl.core.live import events
+from hitl.core.live import listeners
+from hitl.core.live.publisher import publisher
 from hitl.core.models import AuditEvent, InterruptClaim, InterruptSnooze, Notification
 from tests.review.conftest import human_interrupt
 
@@ -69,7 +70,7 @@ def test_claims_are_published_live_without_notifying_anyone_again(
     _, (row,) = paused(user=requester, values=[human_interrupt("deploy")])
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(events.inbox_group(reviewers_group.pk), channel)
+    async_to_sync(layer.group_add)(listeners.inbox_group(reviewers_group.pk), channel)
     reviewer.email = "rita@example.com"
     reviewer.save()
     from hitl.core.models import NotificationPreference
@@ -77,7 +78,7 @@ def test_claims_are_published_live_without_notifying_anyone_again(
     NotificationPreference.objects.create(user=reviewer)
     with django_capture_on_commit_callbacks(execute=True):
         claims.interrupt_claim(interrupt_id=row.pk, user=reviewer)
-    events.publisher.flush()
+    publisher.flush()
     message = async_to_sync(layer.receive)(channel)
     assert (message["status"], message["change"]) == ("pending", "claimed")
     assert "rita is on it" in message["html"]
@@ -120,6 +121,19 @@ def test_not_now_hides_an_item_from_me_only_until_the_time_or_a_change(
     row.escalation_count = 1
     row.save(update_fields=["escalation_count"])
     assert str(row.pk) in pending_ids(rita)
+
+
+def test_un_snooze_brings_an_item_back_for_me_only_and_needs_a_snooze(
+    paused, client_for, requester, reviewer, second_reviewer
+):
+    _, (row,) = paused(user=requester, values=[human_interrupt("a")])
+    rita, sam = client_for(reviewer), client_for(second_reviewer)
+    claim(rita, row, "snooze", **{"for": "1d"})
+    claim(sam, row, "snooze", **{"for": "1d"})
+    assert claim(rita, row, "unsnooze").json()["ok"] is True
+    assert pending_ids(rita) == [str(row.pk)] and pending_ids(sam) == []
+    again = claim(rita, row, "unsnooze")
+    assert again.status_code == 409 and "not set this item aside" in again.json()["error"]
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from hitl.core import decisions
-from hitl.core.worker import lease
-from hitl.review import consumers
+from hitl.core.worker import lease, pauses_record
+from hitl.review import socket_principals
 from tests.review.conftest import dangerous_markup, human_interrupt, open_interrupts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -140,7 +140,7 @@ def test_answered_elsewhere_reaches_the_other_reviewer(reviewer, second_reviewer
 
 
 def test_permission_is_checked_per_event(reviewer, requester, reviewers_group, monkeypatch):
-    monkeypatch.setattr(consumers, "PERMISSION_TTL", 0.0)
+    monkeypatch.setattr(socket_principals, "PERMISSION_TTL", 0.0)
 
     async def scenario():
         rita = await connect("/ws/inbox/", reviewer)
@@ -189,7 +189,7 @@ def test_thread_page_socket_gets_cards_sections_and_stream(reviewer, requester):
         assert streamed["event"]["delta"] == "Hi"
         run = await sync_to_async(lambda: thread.runs.get(kind="resume"))()
         await sync_to_async(lease.run_lease_take)(run_id=run.pk, worker="t")
-        await sync_to_async(lease.run_finish)(
+        await sync_to_async(pauses_record.run_finish)(
             run_id=run.pk,
             worker="t",
             interrupts=[("second", human_interrupt("follow_up", description="<b>x</b>"), None)],

@@ -132,3 +132,18 @@ def test_only_review_all_users_see_and_save_the_every_group_preference(
     )
     assert response.status_code == 302
     assert NotificationPreference.objects.get(user=review_all_user).all_groups is True
+
+
+def test_my_slack_webhook_url_is_write_only_on_my_preferences_page(reviewer, settings):
+    settings.HITL_WEBHOOK_HOSTS = ["hooks.slack.com"]
+    secret = "https://hooks.slack.com/services/T1/B2/myS3cr3tW3bh00k"
+    NotificationPreference.objects.create(user=reviewer, slack_webhook_url=secret)
+    client = logged_in(reviewer)
+    page = client.get("/settings/notifications/").content.decode()
+    assert 'name="slack_webhook_url"' in page and secret not in page
+    data = {"email": "on", "digest_minutes": "0", "timezone": "UTC"}
+    assert client.post("/settings/notifications/", data).status_code == 302
+    assert NotificationPreference.objects.get(user=reviewer).slack_webhook_url == secret
+    cleared = {**data, "clear_slack_webhook_url": "on"}
+    assert client.post("/settings/notifications/", cleared).status_code == 302
+    assert NotificationPreference.objects.get(user=reviewer).slack_webhook_url == ""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from hitl.review import consumers
-from hitl.review.consumers import NOBODY, Principal, _PrincipalCache
+from hitl.review import socket_principals
+from hitl.review.socket_principals import NOBODY, Principal, _PrincipalCache
 
 RITA = Principal(active=True, review_all=False, group_ids=frozenset({1}))
 
@@ -22,7 +22,7 @@ def slow_loader(calls: list[list[int]], delay: float = 0.2):
 
 def test_a_user_who_connects_during_a_reload_is_not_locked_out(monkeypatch):
     calls: list[list[int]] = []
-    monkeypatch.setattr(consumers, "load_principals", slow_loader(calls))
+    monkeypatch.setattr(socket_principals, "load_principals", slow_loader(calls))
 
     async def scenario():
         cache = _PrincipalCache()
@@ -48,8 +48,8 @@ def test_one_batch_serves_every_socket_and_deleted_users_become_nobody(monkeypat
         calls.append(sorted(ids))
         return {uid: RITA for uid in ids if uid != 9}  # user 9 was deleted
 
-    monkeypatch.setattr(consumers, "load_principals", load)
-    monkeypatch.setattr(consumers, "PERMISSION_TTL", 0.0)
+    monkeypatch.setattr(socket_principals, "load_principals", load)
+    monkeypatch.setattr(socket_principals, "PERMISSION_TTL", 0.0)
 
     async def scenario():
         cache = _PrincipalCache()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
+
 import pytest
 
 from hitl.core import runs
@@ -102,3 +105,53 @@ def test_a_cancelled_thread_says_cancelled_not_idle(paused, client_for, requeste
     assert 'class="status status-cancelled"' in html
     assert 'id="run-cancelled"' in html and "pending decisions were withdrawn" in html
     assert "Start a new run" in html
+
+
+def _words(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_a_failed_runs_error_is_said_once_on_its_page(
+    failed_thread, client_for, requester, admin_user
+):
+    page = client_for(requester).get(f"/threads/{failed_thread.pk}/").content.decode()
+    assert _words(page).count("the tool exploded") == 1
+    banner = page[page.index('id="run-failed"') : page.index('id="interrupts"')]
+    assert "RuntimeError: the tool exploded" in banner
+    # The runs list and the audit trail point to the banner instead of repeating it.
+    assert 'href="#run-failed">Its error is shown above' in page
+    assert 'href="#run-failed">the error shown above' in page
+    # Staff: the headline and its folded traceback, both in the banner, nowhere else.
+    staff = client_for(admin_user).get(f"/threads/{failed_thread.pk}/").content.decode()
+    after_banner = staff[staff.index('id="interrupts"') :]
+    assert "the tool exploded" not in after_banner and "Traceback (admins only)" not in staff
+
+
+def test_the_error_tab_row_says_the_error_and_the_default_group(
+    failed_thread, client_for, requester
+):
+    html = client_for(requester).get("/", {"tab": "error"}).content.decode()
+    row = html[html.index(f'id="row-{failed_thread.pk}"') :]
+    row = _words(row[: row.index("</tr>")])
+    assert "RuntimeError: the tool exploded" in row
+    assert "reviewers" in row and "default" not in row
+
+
+def test_a_retried_run_counts_its_attempts_on_and_times_only_the_retry(
+    failed_thread, client_for, admin_user
+):
+    run = failed_thread.runs.get()
+    # It failed an hour ago, and sat failed since.
+    Run.objects.filter(pk=run.pk).update(
+        started_at=run.finished_at - timedelta(hours=1, seconds=5),
+        finished_at=run.finished_at - timedelta(hours=1),
+    )
+    client_for(admin_user).post(f"/threads/{failed_thread.pk}/retry/")
+    taken, _ = lease.run_lease_take(run_id=run.pk, worker=WORKER)
+    assert taken is not None and taken.first_lease is False  # continues from its checkpoints
+    lease.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
+    run.refresh_from_db()
+    assert run.attempts == 2 and run.duration < timedelta(minutes=1)
+    page = _words(client_for(admin_user).get(f"/threads/{failed_thread.pk}/").content.decode())
+    assert "start, attempt 2" in page and "attempt 1" in page
+    assert "2 attempts" in page and " min" not in page

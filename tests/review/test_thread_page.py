@@ -7,7 +7,7 @@ import re
 import pytest
 
 from hitl.core.models import Artifact, HumanInterrupt, Run
-from tests.review.conftest import dangerous_markup, human_interrupt
+from tests.review.conftest import dangerous_markup, decide_on_page, human_interrupt
 
 pytestmark = pytest.mark.django_db
 
@@ -23,10 +23,6 @@ def arg_names(client, row) -> dict[str, str]:
     """Form field name of each argument key, as the page renders them."""
     html = card(client.get(f"/threads/{row.thread_id}/").content.decode(), row)
     return {key: name for name, key in re.findall(r'name="(arg_\d+)"[^>]*data-key="([^"]*)"', html)}
-
-
-def decide(client, row, data: dict, **extra):
-    return client.post(f"/interrupts/{row.pk}/decide/", data, **extra)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +55,7 @@ def test_controls_follow_the_allow_flags(paused, client_for, reviewer, requester
 
 def test_a_type_the_config_refuses_is_an_inline_400(paused, client_for, reviewer, requester):
     thread, (row,) = paused(user=requester, values=[human_interrupt(allow_edit=False)])
-    response = decide(client_for(reviewer), row, {"type": "edit", "arg_0": "x@y.z"})
+    response = decide_on_page(client_for(reviewer), row, {"type": "edit", "arg_0": "x@y.z"})
     assert response.status_code == 400
     assert "does not allow edit" in card(response.content.decode(), row)
     row.refresh_from_db()
@@ -68,7 +64,7 @@ def test_a_type_the_config_refuses_is_an_inline_400(paused, client_for, reviewer
 
 def test_accept_resolves_and_resumes(paused, client_for, reviewer, requester):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
-    response = decide(client_for(reviewer), row, {"type": "accept"})
+    response = decide_on_page(client_for(reviewer), row, {"type": "accept"})
     assert response.status_code == 302
     assert response["Location"] == f"/threads/{thread.pk}/"
     row.refresh_from_db()
@@ -88,7 +84,7 @@ def test_edit_keeps_json_types(paused, client_for, reviewer, requester):
     thread, (row,) = paused(user=requester, values=[human_interrupt(args=args)])
     client = client_for(reviewer)
     names = arg_names(client, row)
-    response = decide(
+    response = decide_on_page(
         client,
         row,
         {
@@ -132,7 +128,9 @@ def test_a_schema_error_shows_inline_and_keeps_the_values(paused, client_for, re
     thread, (row,) = paused(user=requester, values=[value])
     client = client_for(reviewer)
     names = arg_names(client, row)
-    response = decide(client, row, {"type": "edit", names["to"]: "a@b.c", names["copies"]: "11"})
+    response = decide_on_page(
+        client, row, {"type": "edit", names["to"]: "a@b.c", names["copies"]: "11"}
+    )
     assert response.status_code == 400
     html = card(response.content.decode(), row)
     assert "schema at copies" in html and "11 is greater than the maximum of 10" in html
@@ -145,7 +143,7 @@ def test_unparseable_fields_are_field_errors(paused, client_for, reviewer, reque
     thread, (row,) = paused(user=requester, values=[human_interrupt(args={"n": 1, "meta": {}})])
     client = client_for(reviewer)
     names = arg_names(client, row)
-    response = decide(client, row, {"type": "edit", names["n"]: "many", names["meta"]: "{"})
+    response = decide_on_page(client, row, {"type": "edit", names["n"]: "many", names["meta"]: "{"})
     assert response.status_code == 400
     html = card(response.content.decode(), row)
     assert "Enter a whole number." in html
@@ -154,7 +152,7 @@ def test_unparseable_fields_are_field_errors(paused, client_for, reviewer, reque
 
 def test_a_response_needs_text(paused, client_for, reviewer, requester):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
-    response = decide(client_for(reviewer), row, {"type": "response", "response": "  "})
+    response = decide_on_page(client_for(reviewer), row, {"type": "response", "response": "  "})
     assert response.status_code == 400
     assert "Write a response" in card(response.content.decode(), row)
 
@@ -178,7 +176,7 @@ def test_clarification_options_are_buttons_and_answer_as_a_response(
     html = card(client.get(f"/threads/{thread.pk}/").content.decode(), row)
     assert re.findall(r'name="choice" value="([^"]+)"', html) == ["Q1 2025", "Q3 2025"]
     assert "Which quarter?" in html and 'name="response"' in html  # free text too
-    assert decide(client, row, {"choice": "Q3 2025"}).status_code == 302
+    assert decide_on_page(client, row, {"choice": "Q3 2025"}).status_code == 302
     row.refresh_from_db()
     assert (row.response_type, row.response_args) == ("response", "Q3 2025")
 
@@ -189,9 +187,9 @@ def test_after_deciding_the_next_pending_item_opens(paused, client_for, reviewer
     )
     other, (elsewhere,) = paused(user=requester, values=[human_interrupt("c")])
     client = client_for(reviewer)
-    response = decide(client, first, {"type": "accept"})
+    response = decide_on_page(client, first, {"type": "accept"})
     assert response["Location"] == f"/threads/{thread.pk}/#interrupt-{second.pk}"
-    response = decide(client, second, {"type": "ignore"}, follow=True)
+    response = decide_on_page(client, second, {"type": "ignore"}, follow=True)
     # The last of two parallel items: the thread stays open to show the resume, and
     # links the next item.
     assert response.redirect_chain[0][0] == f"/threads/{thread.pk}/"
@@ -200,13 +198,13 @@ def test_after_deciding_the_next_pending_item_opens(paused, client_for, reviewer
     assert f'href="/threads/{other.pk}/#interrupt-{elsewhere.pk}"' in page
     # A single item stays on its thread too, and offers the next one by name.
     _, (single,) = paused(user=requester, values=[human_interrupt("d")])
-    response = decide(client, single, {"type": "ignore"}, follow=True)
+    response = decide_on_page(client, single, {"type": "ignore"}, follow=True)
     assert response.redirect_chain[0][0] == f"/threads/{single.thread_id}/"
     page = response.content.decode()
     assert "Ignored: d on “approval”" in page
     assert 'id="next-item"' in page
     assert f'href="/threads/{other.pk}/#interrupt-{elsewhere.pk}"' in page
-    response = decide(client, elsewhere, {"type": "accept"})
+    response = decide_on_page(client, elsewhere, {"type": "accept"})
     assert response["Location"] == f"/threads/{other.pk}/"
 
 
@@ -225,11 +223,11 @@ def test_the_losing_reviewer_sees_who_answered(
     paused, client_for, reviewer, second_reviewer, requester
 ):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
-    assert decide(client_for(reviewer), row, {"type": "accept"}).status_code == 302
+    assert decide_on_page(client_for(reviewer), row, {"type": "accept"}).status_code == 302
     loser = client_for(second_reviewer)
-    response = decide(loser, row, {"type": "ignore"}, follow=True)
+    response = decide_on_page(loser, row, {"type": "ignore"}, follow=True)
     assert "Already answered by rita." in response.content.decode()
-    as_json = decide(loser, row, {"type": "accept"}, HTTP_ACCEPT="application/json")
+    as_json = decide_on_page(loser, row, {"type": "accept"}, HTTP_ACCEPT="application/json")
     assert as_json.status_code == 409
     assert as_json.json() == {"error": "Already answered by rita."}
     assert Run.objects.filter(thread=thread, kind="resume").count() == 1
@@ -240,11 +238,11 @@ def test_outsiders_get_404_and_requesters_cannot_decide(
 ):
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
     assert client_for(outsider).get(f"/threads/{thread.pk}/").status_code == 404
-    assert decide(client_for(outsider), row, {"type": "accept"}).status_code == 404
+    assert decide_on_page(client_for(outsider), row, {"type": "accept"}).status_code == 404
     page = client_for(requester).get(f"/threads/{thread.pk}/").content.decode()
     assert "Waiting for a reviewer in" in card(page, row)
     assert "<form" not in card(page, row)
-    response = decide(client_for(requester), row, {"type": "accept"}, follow=True)
+    response = decide_on_page(client_for(requester), row, {"type": "accept"}, follow=True)
     assert "not in" in response.content.decode()  # routed to a group the requester is not in
     row.refresh_from_db()
     assert row.status == "pending"

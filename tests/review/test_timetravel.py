@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from hitl.core.history import timetravel
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
-from hitl.core.runs import timetravel
 from tests.review.conftest import checkpoints
 
 
@@ -59,7 +59,11 @@ def _text(html: str) -> str:
 
 
 def _demo_done(requester, reviewer, manual_runs) -> Thread:
-    """The demo story run in this process to its end: quarter answered, mail accepted."""
+    """The demo story run in this process to its end: quarter answered, mail accepted.
+
+    Its callers commit (transactional_db): the tool's step writes from the run's own
+    thread, which on SQLite's shared in-memory test database would meet the test's open
+    transaction as a locked table."""
     from hitl.core import decisions, runs
 
     run = runs.run_start(graph="demo", input={}, user=requester, title="report")
@@ -78,7 +82,7 @@ def _demo_done(requester, reviewer, manual_runs) -> Thread:
 
 
 def test_the_thread_page_loads_its_history_only_when_asked_a_page_at_a_time(
-    manual_runs, client_for, requester, reviewer
+    manual_runs, client_for, requester, reviewer, transactional_db
 ):
     thread = _demo_done(requester, reviewer, manual_runs)
     client = client_for(requester)
@@ -124,7 +128,7 @@ def test_history_requests_for_unknown_steps_or_other_peoples_threads_are_refused
 
 
 def test_history_names_who_forked_and_who_edited_the_state_and_on_which_branch(
-    manual_runs, client_for, requester, reviewer
+    manual_runs, client_for, requester, reviewer, transactional_db
 ):
     from hitl.core import decisions
 
@@ -154,3 +158,31 @@ def test_history_names_who_forked_and_who_edited_the_state_and_on_which_branch(
     # Skipped: the tool did not run, and the page says who skipped it.
     skipped = [t for t in told if "tools did not run send_email" in t]
     assert skipped and "skipped by rita" in skipped[0]
+
+
+def test_the_history_of_an_edited_tool_call_shows_the_args_it_ran_with_and_the_change(
+    manual_runs, client_for, requester, reviewer, transactional_db
+):
+    from hitl.core import decisions, runs
+
+    run = runs.run_start(graph="demo", input={}, user=requester, title="report")
+    manual_runs(run)
+    (ask,) = HumanInterrupt.objects.filter(thread=run.thread, status="pending")
+    decisions.interrupt_resolve(
+        interrupt_id=ask.pk, user=reviewer, response_type="response", args="Q3 2025"
+    )
+    manual_runs(Run.objects.filter(thread=run.thread).order_by("-created_at").first())
+    (mail,) = HumanInterrupt.objects.filter(thread=run.thread, status="pending")
+    assert mail.args["to"] == "finance-team@example.com"
+    decisions.interrupt_resolve(
+        interrupt_id=mail.pk,
+        user=reviewer,
+        response_type="edit",
+        args={"action": "send_email", "args": {**mail.args, "to": "cfo@example.com"}},
+    )
+    manual_runs(Run.objects.filter(thread=run.thread).order_by("-created_at").first())
+    told = _text(client_for(requester).get(f"/threads/{run.thread_id}/history/").content.decode())
+    # The step that ran says the args it ran with, and what the reviewer changed.
+    assert "tools ran send_email (to: cfo@example.com, subject: Sales report Q3 2025" in told
+    assert "edited by rita: to finance-team@example.com → cfo@example.com" in told
+    assert "ran send_email (to: finance-team@example.com" not in told

@@ -11,8 +11,7 @@ from django.utils import timezone
 from hitl.core import decisions, errors, runs
 from hitl.core.models import AuditEvent, HumanInterrupt, Run
 from hitl.ops.maintenance import expire_due_interrupts
-from tests.review.conftest import human_interrupt
-from tests.review.test_thread_page import decide
+from tests.review.conftest import decide_on_page, human_interrupt
 
 pytestmark = pytest.mark.django_db
 
@@ -145,14 +144,14 @@ def test_browser_decisions_get_the_configured_grace_period(
     settings.HITL_UNDO_SECONDS = 5
     thread, (row,) = paused(user=requester, values=[human_interrupt()])
     client = client_for(reviewer)
-    response = decide(client, row, {"type": "accept"}, follow=True)
+    response = decide_on_page(client, row, {"type": "accept"}, follow=True)
     page = response.content.decode()
     assert f'id="undo-{row.pk}"' in page and "Undo" in page
     row.refresh_from_db()
     assert 4 < (row.undo_until - row.responded_at).total_seconds() <= 5
     assert resumes(thread) == 0
     _, (quick,) = paused(user=requester, values=[human_interrupt()])
-    data = decide(client, quick, {"type": "ignore"}, HTTP_ACCEPT="application/json").json()
+    data = decide_on_page(client, quick, {"type": "ignore"}, HTTP_ACCEPT="application/json").json()
     assert data["undo"]["url"] == f"/interrupts/{quick.pk}/undo/" and data["undo"]["seconds"] > 4
     response = client.post(data["undo"]["url"], follow=True)
     assert "is waiting for a decision again" in response.content.decode()

@@ -98,8 +98,16 @@ class OidcProvider:
         self.state["users"][login]["groups"] = groups
         self._write()
 
-    def misbehave(self, *, clock_offset: int = 0, tamper: str | None = None) -> None:
-        self.state.update(clock_offset=clock_offset, tamper=tamper)
+    def misbehave(
+        self, *, clock_offset: int = 0, tamper: str | None = None, id_token: Any = None
+    ) -> None:
+        """Issue tokens from another clock, or tamper with the ID token ("replace": `id_token`)."""
+        self.state.update(clock_offset=clock_offset, tamper=tamper, id_token=id_token)
+        self._write()
+
+    def set_claims(self, login: str, **claims: Any) -> None:
+        """Change what the provider says about `login` (email, email_verified, name, groups)."""
+        self.state["users"][login].update(claims)
         self._write()
 
     def env(self) -> dict[str, str]:

@@ -7,7 +7,8 @@
 //   {"clients": [{"client_id", "client_secret", "redirect_uris": [...]}],
 //    "users": {"<login>": {"email", "name", "groups": [...]}},
 //    "clock_offset": <seconds added to the provider's clock, e.g. -3600>,
-//    "tamper": null | "audience" | "forged" | "payload"}
+//    "tamper": null | "audience" | "forged" | "payload" | "unsigned" | "replace",
+//    "id_token": <any JSON: what "replace" answers instead of the ID token>}
 //
 // Logins use the provider's own login form (any password, the login must be a user in
 // state.json). Consent is granted without a prompt, as a company IdP does for its own
@@ -15,7 +16,10 @@
 // `tamper` rewrites the id_token in the token endpoint's answer the way a hostile network
 // or a misconfigured IdP would: signed by the provider's key for another client
 // ("audience"), signed by a key the provider never published ("forged"), or with its
-// payload changed under the original signature ("payload"). Prints "READY <issuer>".
+// payload changed under the original signature ("payload"), not signed at all (`alg: none`,
+// "unsigned"), or replaced by the state's `id_token`, any JSON value ("replace"). A user's
+// `email_verified` is true unless the state sets it (null: the claim is left out).
+// Prints "READY <issuer>".
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
@@ -72,10 +76,11 @@ const provider = new Provider(issuer, {
       accountId: id,
       async claims() {
         const now = state().users[id] || {};
+        const verified = 'email_verified' in now ? now.email_verified : true;
         return {
           sub: id,
           email: now.email,
-          email_verified: true,
+          ...(verified === null ? {} : { email_verified: verified }),
           name: now.name,
           preferred_username: id,
           groups: now.groups || [],
@@ -104,6 +109,10 @@ async function tampered(idToken, mode) {
     const body = Buffer.from(JSON.stringify({ ...payload, sub: 'someone-else' })).toString('base64url');
     return `${header}.${body}.${signature}`;
   }
+  if (mode === 'unsigned') {
+    return new jose.UnsecuredJWT(payload).encode();
+  }
+  if (mode === 'replace') return state().id_token;
   const jwk = mode === 'forged' ? strangerJwk : providerJwk;
   const claims = mode === 'audience' ? { ...payload, aud: 'another-app' } : payload;
   return new jose.SignJWT(claims)
@@ -115,7 +124,7 @@ provider.use(async (ctx, next) => {
   const { clock_offset: offset = 0, tamper = null } = state();
   offsetMs = offset * 1000;
   await next();
-  if (tamper && ctx.path === '/token' && ctx.body?.id_token) {
+  if (tamper && ctx.path === '/token' && ctx.body?.id_token !== undefined) {
     ctx.body = { ...ctx.body, id_token: await tampered(ctx.body.id_token, tamper) };
   }
 });

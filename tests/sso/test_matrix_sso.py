@@ -1,4 +1,4 @@
-"""README's permission table for users who signed in through the OIDC provider: each role
+"""The permission table (docs/permissions.md) for users who signed in through the OIDC provider: each role
 that single sign-on can give (outsider, reviewer, `hitl.review_all`, `hitl.run_any_thread`)
 plays every HTTP surface of every row, with the session the SSO callback created (pages)
 and an API token of the SSO-created user (APIs). The cells must be those of the local
@@ -60,7 +60,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("action", "surface", "role"), CASES)
-def test_the_readme_cell_holds_for_an_sso_user(action, surface, role, sso_world_for):
+def test_the_documented_cell_holds_for_an_sso_user(action, surface, role, sso_world_for):
     world = sso_world_for(role)
     assert SURFACES[action][surface](world) == expected(action, role)
 
