@@ -112,6 +112,23 @@ def wait_for(
 # --- databases --------------------------------------------------------------------
 
 
+def end_sessions(database_url: str, pids: list[int]) -> None:
+    """Drop these server sessions, as a failover does, and wait until they are gone
+    (pg_terminate_backend only signals them)."""
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid", (pids,))
+        wait_for(
+            lambda: (
+                not admin.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
+                ).fetchone()
+            ),
+            what="the sessions to end",
+        )
+
+
 def _test_database_url() -> str:
     from django.db import connection
 
@@ -121,6 +138,50 @@ def _test_database_url() -> str:
     host = db.get("HOST") or "127.0.0.1"
     port = db.get("PORT") or 5432
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+def _flush_that_outlasts_a_busy_worker() -> None:
+    """A transactional test's teardown flush, tried again when it lost a lock race.
+
+    TRUNCATE takes every table's lock in turn. A server or worker the test started may
+    still be writing (a run the test created need not have ended), and Postgres can pick
+    the flush as a deadlock's victim, or end its session. The flush then failed and the
+    next test met the rows it left. Such a flush is rolled back whole, so it is tried
+    again on a fresh connection when the cause was a lock or a dropped session.
+    """
+    import psycopg
+    from django.core.management.base import CommandError
+    from django.core.management.commands import flush
+    from django.db import connections
+
+    handle = flush.Command.handle
+    retried = (
+        psycopg.errors.DeadlockDetected,
+        psycopg.errors.LockNotAvailable,
+        psycopg.errors.QueryCanceled,
+        psycopg.OperationalError,
+    )
+
+    @functools.wraps(handle)
+    def handle_again(self, **options):
+        for attempt in range(5):
+            try:
+                return handle(self, **options)
+            except CommandError as exc:
+                cause = exc.__cause__
+                cause = getattr(cause, "__cause__", None) or cause  # Django's wrapper
+                if attempt == 4 or not isinstance(cause, retried):
+                    raise
+                conn = connections[options.get("database") or "default"]
+                if not conn.is_usable():
+                    conn.close()
+                    conn.connection = None
+
+    flush.Command.handle = handle_again
+
+
+if USING_POSTGRES:
+    _flush_that_outlasts_a_busy_worker()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -178,7 +239,7 @@ def _checkpoints_in_test_database(django_db_setup, django_db_blocker, tmp_path_f
 
     # pytest-django creates the test database only when a collected test uses one; a
     # session of database-free tests gets a throwaway SQLite checkpointer instead.
-    database_made = connection.settings_dict["NAME"].startswith(TEST_DATABASE_PREFIX)
+    database_made = str(connection.settings_dict["NAME"]).startswith(TEST_DATABASE_PREFIX)
     if USING_POSTGRES and database_made:
         with django_db_blocker.unblock():
             settings.HITL_CHECKPOINT_URL = _test_database_url()
@@ -218,6 +279,16 @@ def _no_cached_configuration():
 
 
 @pytest.fixture(autouse=True)
+def _nothing_held_from_other_tests():
+    """Work the manual executor held for an earlier test is not this test's to run."""
+    from hitl.core import later
+
+    later.forget_held()
+    yield
+    later.forget_held()
+
+
+@pytest.fixture(autouse=True)
 def _decisions_act_at_once(settings):
     """Browser decisions resume at once unless a test sets HITL_UNDO_SECONDS itself
     (tests/review/test_undo.py covers the grace period)."""
@@ -228,14 +299,14 @@ def _decisions_act_at_once(settings):
 def manual_runs(settings, request, monkeypatch):
     """Runs are not dispatched; the test executes them with `execute`."""
     settings.HITL_EXECUTOR = "manual"
-    from hitl.core.worker import tasks
-    from hitl.core.worker.tasks import execute_run
+    from hitl.core.worker import execute
+    from hitl.core.worker.execute import execute_run
 
     if "transactional_db" not in request.fixturenames:
         # The process's lease thread reads the run rows on its own connection, which
         # cannot see this test's open transaction: it would stop any run longer than
         # one check as "cancelled". Transactional tests keep the real watch.
-        monkeypatch.setattr(tasks.leases, "watching", False)
+        monkeypatch.setattr(execute.leases, "watching", False)
 
     def execute(run) -> str:
         outcome, _ = execute_run(str(getattr(run, "pk", run)), worker="pytest")
@@ -335,10 +406,35 @@ class ApiClient:
         body = raw if raw is not None else json.dumps(data if data is not None else {})
         return self.client.post(path, body, content_type="application/json", **self.headers)
 
+    def decide(self, row, response_type: str, args: Any = None, *, expect: int | None = None):
+        """Answer one interrupt row through /api/v1; with expect, insist on that status."""
+        response = self.post(
+            f"/api/v1/interrupts/{row.pk}/decision", {"type": response_type, "args": args}
+        )
+        if expect is not None:
+            assert response.status_code == expect, response.content
+        return response
+
+
+@pytest.fixture
+def media(settings, tmp_path) -> Path:
+    """Uploaded files and artifacts land in this test's own folder."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    return tmp_path / "media"
+
 
 @pytest.fixture
 def api_for(db) -> Callable[[Any], ApiClient]:
     return ApiClient
+
+
+def decide(row, user, response_type: str = "accept", args: Any = None):
+    """Answer one interrupt row through the one service every surface calls."""
+    from hitl.core import decisions
+
+    return decisions.interrupt_resolve(
+        interrupt_id=row.pk, user=user, response_type=response_type, args=args
+    )
 
 
 # --- real processes ---------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 
 import psycopg
 import pytest
@@ -12,7 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection
 
-from tests.conftest import WORKER_PORTS, free_port, reopen_dead_connections
+from tests.conftest import WORKER_PORTS, free_port, reopen_dead_connections, wait_for
 from tests.xdist_env import redis_url_for_worker, worker_index
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
@@ -37,6 +38,47 @@ def test_a_test_connection_the_server_ended_is_reopened_on_an_emptied_database(
     # The teardown flush the dead connection could not run has been done.
     assert not get_user_model().objects.filter(username="left-behind").exists()
     assert reopen_dead_connections(request.config) == []  # a live one is left alone
+
+
+@pytest.mark.postgres
+def test_a_teardown_flush_a_writer_deadlocked_is_done_again(test_database_url, transactional_db):
+    """A worker still writing when its test ends can make TRUNCATE a deadlock's victim."""
+    from django.core.management import call_command
+
+    get_user_model().objects.create_user(username="left-behind")
+    tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+    first, last = tables[0], tables[-1]  # TRUNCATE locks them in this order
+    failed: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            call_command("flush", database="default", interactive=False, verbosity=0)
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    with psycopg.connect(test_database_url) as writer:
+        writer.execute("SET deadlock_timeout = '60s'")  # so the flush is the victim
+        writer.execute(f'LOCK TABLE "{last}" IN ROW EXCLUSIVE MODE')  # a write in flight
+        flushed = threading.Thread(target=flush)
+        with psycopg.connect(test_database_url, autocommit=True) as admin:
+            flushed.start()
+            wait_for(
+                lambda: admin.execute(
+                    "SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                    "WHERE NOT l.granted AND c.relname = %s",
+                    (last,),
+                ).fetchone(),
+                what="the flush to wait for the writer",
+            )
+            # The writer now wants a table the flush holds: the flush is ended as a
+            # deadlock's victim, and the writer goes on.
+            writer.execute(f'LOCK TABLE "{first}" IN ROW EXCLUSIVE MODE')
+            writer.rollback()
+        flushed.join(60)
+    assert not flushed.is_alive() and failed == []
+    assert not get_user_model().objects.filter(username="left-behind").exists()
 
 
 def test_each_worker_takes_the_redis_db_below_the_previous_ones():
