@@ -167,6 +167,40 @@ def print_table(rows: list[tuple], args) -> None:
             print(f"{name} {variant} L={latency:g} c={clients}: first error: {r['first_error']}")
 
 
+def free_sessions(pg: str) -> int:
+    """Sessions the Postgres server can still open for ordinary users."""
+    import psycopg
+
+    with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
+        return conn.execute(
+            "SELECT current_setting('max_connections')::int"
+            " - current_setting('superuser_reserved_connections')::int"
+            " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+        ).fetchone()[0]
+
+
+def fit_the_database(pg: str, targets: list[Target]) -> None:
+    """Every target stays up for the whole run: their pools must fit the server together.
+
+    A raised Aegra's pools shrink to what is left; otherwise the run stops here with the
+    arithmetic, instead of rows of "too many clients" errors half-way through.
+    """
+    free = free_sessions(pg) - 5  # this benchmark's own sessions, and a margin
+    fixed = sum(t.db_sessions() for t in targets if not (t.raised and hasattr(t, "pools")))
+    for target in targets:
+        if target.raised and hasattr(target, "raise_pools"):
+            target.raise_pools(free - fixed)
+    wanted = {t.name: t.db_sessions() for t in targets if t.db_sessions()}
+    if sum(wanted.values()) > free:
+        sys.exit(
+            f"Postgres can open {free} more sessions, and these targets' pools may hold "
+            f"{sum(wanted.values())} ({wanted}). Measure fewer targets at a time "
+            "(--targets), or raise max_connections."
+        )
+    if wanted:
+        log(f"Postgres sessions: {free} free; the targets' pools may hold {wanted}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -210,6 +244,7 @@ def main() -> None:
         f"clients {args.clients}; langgraph {version('langgraph')}"
     )
     targets = [make_target(args, n) for n in names]
+    fit_the_database(args.pg, targets)
     live: list[Target] = []
     rows: list[tuple] = []
     try:

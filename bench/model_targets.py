@@ -65,6 +65,10 @@ class Target(System):
     def concurrency(self) -> int:
         return max(self.args.clients)
 
+    def db_sessions(self) -> int:
+        """The most Postgres sessions this target's pools may hold (in memory: none)."""
+        return 0
+
 
 class LanggraphDevTarget(Target):
     def install(self) -> None:
@@ -89,18 +93,30 @@ class AegraTarget(Target):
     def install(self) -> None:
         install_aegra(self)
 
+    # Aegra's defaults: SQLAlchemy's pool 2 (no overflow), the checkpointer's 6.
+    pools = (2, 6)
+
     def prepare(self) -> None:
         recreate_database(self.args.pg, self.database)
+
+    def raise_pools(self, spare: int) -> None:
+        """Pools for <clients> runs, within `spare` sessions of the server's."""
+        jobs = self.concurrency()
+        wanted = (max(2, jobs // 4), max(6, jobs // 2))
+        scale = min(1.0, spare / sum(wanted))
+        self.pools = (max(2, int(wanted[0] * scale)), max(6, int(wanted[1] * scale)))
+
+    def db_sessions(self) -> int:
+        return sum(self.pools)
 
     def start(self) -> None:
         extra = dict(self.graph_env())
         if self.raised:
             # Aegra runs every run as a task on its event loop (no cap of its own); what
-            # bounds it are its two database pools (SQLAlchemy 2, the checkpointer's 6).
-            jobs = self.concurrency()
+            # bounds it are its two database pools.
             extra.update(
-                SQLALCHEMY_POOL_SIZE=str(max(2, jobs // 4)),
-                LANGGRAPH_MAX_POOL_SIZE=str(max(6, jobs // 2)),
+                SQLALCHEMY_POOL_SIZE=str(self.pools[0]),
+                LANGGRAPH_MAX_POOL_SIZE=str(self.pools[1]),
             )
         start_aegra(
             self,
@@ -113,6 +129,10 @@ class AegraTarget(Target):
 
     def cpu_roots(self) -> dict[str, int]:
         return {"aegra cli": self.procs[0].pid}
+
+    @property
+    def label(self) -> str:
+        return f"Aegra, pools {self.pools[0]} + {self.pools[1]}"
 
 
 class HitlTarget(Target):
@@ -135,6 +155,11 @@ class HitlTarget(Target):
             url = f"{self.args.pg}/{self.database}?application_name={app}-checkpoints"
             env["HITL_CHECKPOINT_URL"] = url
         return env
+
+    def db_sessions(self) -> int:
+        # Each of daphne and the worker: Django's pool (DB_POOL_MAX_SIZE 8) and the
+        # checkpointer's (4).
+        return 2 * (8 + 4)
 
     def prepare(self) -> None:
         import redis
