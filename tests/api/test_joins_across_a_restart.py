@@ -188,41 +188,49 @@ def test_a_join_of_an_ended_run_answers_at_once_with_its_values(relay, reviewer,
 FAILED_TRIES = 4
 
 
-@pytest.mark.parametrize("verb", ["join", "wait"])
-def test_a_join_or_wait_survives_a_restart_as_long_as_the_sdks_retry_window(
+def test_a_join_and_a_wait_survive_a_restart_as_long_as_the_sdks_retry_window(
     relay,  # noqa: F811
     reviewer,
     tmp_path,
-    verb,
 ):
-    sdk = sdk_client(relay.base_url, reviewer)
-    thread_id = sdk.threads.create()["thread_id"]
-    if verb == "join":
-        run = sdk.runs.create(thread_id, "relay", input={"dir": str(tmp_path)})
-        wait_for(lambda: (tmp_path / "at-a").exists(), 60, 0.02, "the run to reach gate a")
-        call = partial(sdk.runs.join, thread_id, run["run_id"])
-    else:
-        call = partial(sdk.runs.wait, thread_id, "relay", input={"dir": str(tmp_path)})
-    tries: list[str] = []
+    """Both verbs in flight across one restart (each restart waits out the SDK's backoff)."""
     down = threading.Event()
-    sdk.http.client.event_hooks["request"].append(
-        lambda request: (
-            tries.append(request.url.path)
-            if down.is_set() and request.url.path.endswith("/join")
-            else None
+    calls = {}
+    for verb in ("join", "wait"):
+        folder = tmp_path / verb
+        folder.mkdir()
+        sdk = sdk_client(relay.base_url, reviewer)
+        thread_id = sdk.threads.create()["thread_id"]
+        run_id = ""
+        if verb == "join":
+            run_id = sdk.runs.create(thread_id, "relay", input={"dir": str(folder)})["run_id"]
+            wait_for(lambda f=folder: (f / "at-a").exists(), 60, 0.02, "the run to reach gate a")
+            call = partial(sdk.runs.join, thread_id, run_id)
+        else:
+            call = partial(sdk.runs.wait, thread_id, "relay", input={"dir": str(folder)})
+        tries: list[str] = []
+        sdk.http.client.event_hooks["request"].append(
+            lambda request, tries=tries: (
+                tries.append(request.url.path)
+                if down.is_set() and request.url.path.endswith("/join")
+                else None
+            )
         )
-    )
-    result, caller, answered = _in_flight(sdk, call, f"/{verb}")
-    wait_for(answered.is_set, 30, 0.02, "the response headers")
-    wait_for(lambda: (tmp_path / "at-a").exists(), 60, 0.02, "the run to reach gate a")
+        result, caller, answered = _in_flight(sdk, call, f"/{verb}")
+        wait_for(answered.is_set, 30, 0.02, "the response headers")
+        wait_for(lambda f=folder: (f / "at-a").exists(), 60, 0.02, "the run to reach gate a")
+        calls[verb] = (folder, run_id, tries, result, caller)
     relay.kill_web()
     down.set()
-    (tmp_path / "open-a").touch()
-    (tmp_path / "open-b").touch()  # the run ends while the web is down
-    # The web stays down until the client has tried to come back FAILED_TRIES times.
-    wait_for(lambda: len(tries) >= FAILED_TRIES, 60, 0.05, "the client to retry")
+    for folder, *_ in calls.values():
+        (folder / "open-a").touch()
+        (folder / "open-b").touch()  # the run ends while the web is down
+    # The web stays down until each client has tried to come back FAILED_TRIES times.
+    for verb, (_, _, tries, _, _) in calls.items():
+        wait_for(lambda t=tries: len(t) >= FAILED_TRIES, 60, 0.05, f"the {verb} to retry")
     relay.start_web()
-    caller.join(60)
-    assert "error" not in result, result
-    assert result["values"]["legs"] == LEGS
-    assert f"/runs/{run['run_id'] if verb == 'join' else ''}" in relay.web_log()
+    for verb, (_, run_id, _, result, caller) in calls.items():
+        caller.join(60)
+        assert "error" not in result, (verb, result)
+        assert result["values"]["legs"] == LEGS
+        assert f"/runs/{run_id}" in relay.web_log()
