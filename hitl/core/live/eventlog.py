@@ -37,16 +37,24 @@ class _MemoryLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, collections.deque] = {}
-        self._touched: dict[str, float] = {}
-        self._modes: dict[str, tuple[float, list[str]]] = {}
+        # Both kept in the order of their times, oldest first, so that expiring looks only
+        # at what has expired (and the next one), not at every thread a process has seen.
+        self._touched: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._modes: collections.OrderedDict[str, tuple[float, list[str]]] = (
+            collections.OrderedDict()
+        )
         self._last = (0, 0)
 
     def _expire(self, now: float) -> None:
-        for key in [k for k, t in self._touched.items() if now - t > TTL_SECONDS]:
+        touched, modes = self._touched, self._modes
+        while touched:
+            key, at = next(iter(touched.items()))
+            if now - at <= TTL_SECONDS:
+                break
+            touched.popitem(last=False)
             self._entries.pop(key, None)
-            self._touched.pop(key, None)
-        for key in [k for k, (t, _) in self._modes.items() if now - t > TTL_SECONDS]:
-            del self._modes[key]
+        while modes and now - next(iter(modes.values()))[0] > TTL_SECONDS:
+            modes.popitem(last=False)
 
     def append(self, thread_id: Any, event: dict[str, Any]) -> str:
         key, now = str(thread_id), time.time()
@@ -58,6 +66,7 @@ class _MemoryLog:
             log_ = self._entries.setdefault(key, collections.deque(maxlen=MAX_ENTRIES))
             log_.append((entry, json.dumps(event)))
             self._touched[key] = now
+            self._touched.move_to_end(key)
             return entry
 
     def rows(self, thread_id: Any) -> list[tuple[str, str]]:
@@ -67,6 +76,7 @@ class _MemoryLog:
     def set_modes(self, thread_id: Any, run_id: Any, modes: list[str]) -> None:
         with self._lock:
             self._modes[str(run_id)] = (time.time(), list(modes))
+            self._modes.move_to_end(str(run_id))
             self._touched.setdefault(str(thread_id), time.time())
 
     def modes(self, run_id: Any) -> list[str] | None:
