@@ -38,6 +38,18 @@ class ContractError(ValueError):
     """A reviewer's answer that the interrupt does not accept; the message says why."""
 
 
+def response_types(item: Any) -> list[str]:
+    """The response types an item's `allow_*` flags permit, in the contract's order (a
+    request here, or a stored HumanInterrupt row)."""
+    flags = [
+        (item.allow_accept, "accept"),
+        (item.allow_edit, "edit"),
+        (item.allow_respond, "response"),
+        (item.allow_ignore, "ignore"),
+    ]
+    return [name for allowed, name in flags if allowed]
+
+
 @dataclass
 class Request:
     """One reviewable action inside an interrupt value."""
@@ -59,13 +71,7 @@ class Request:
 
     @property
     def allowed_types(self) -> list[str]:
-        flags = [
-            (self.allow_accept, "accept"),
-            (self.allow_edit, "edit"),
-            (self.allow_respond, "response"),
-            (self.allow_ignore, "ignore"),
-        ]
-        return [name for allowed, name in flags if allowed]
+        return response_types(self)
 
 
 def is_human_interrupt(value: Any) -> bool:

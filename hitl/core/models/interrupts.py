@@ -7,6 +7,7 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
+from agents.contract import response_types
 from hitl.core.models.base import QuerySet
 from hitl.core.models.fields import OrderedJSONField
 from hitl.core.models.runs import Run
@@ -147,10 +148,4 @@ class HumanInterrupt(models.Model):
 
     @property
     def allowed_types(self) -> list[str]:
-        flags = [
-            (self.allow_accept, "accept"),
-            (self.allow_edit, "edit"),
-            (self.allow_respond, "response"),
-            (self.allow_ignore, "ignore"),
-        ]
-        return [name for allowed, name in flags if allowed]
+        return response_types(self)
