@@ -177,13 +177,7 @@ def run_redispatch(*, run_id: Any, stale_before: datetime) -> bool:
 
 
 def _publish_changed(row: HumanInterrupt, group_id: int | None, status: str) -> None:
-    events.send_event_on_commit(
-        events.publish_interrupt_changed,
-        thread_id=row.thread_id,
-        interrupt_id=row.pk,
-        reviewer_group_id=group_id,
-        status=status,
-    )
+    events.interrupt_changed_on_commit(row, status, reviewer_group_id=group_id)
 
 
 def _lock_pending(interrupt_id: Any) -> tuple[Thread, HumanInterrupt]:

@@ -170,14 +170,7 @@ def answer_record(
         transaction.on_commit(lambda: dispatch.schedule_release(pk, grace))
     if announce:
         status, responded_by = row.status, user.get_username() if user is not None else None
-        events.send_event_on_commit(
-            events.publish_interrupt_changed,
-            thread_id=thread.pk,
-            interrupt_id=row.pk,
-            reviewer_group_id=row.reviewer_group_id,
-            status=status,
-            responded_by=responded_by,
-        )
+        events.interrupt_changed_on_commit(row, status, responded_by=responded_by)
     # The answer is written with the resume run it completes (one statement), or alone.
     resume_run = resume_when_answered(
         locked=locked, user=user, options=options, answered=(ANSWER_FIELDS, event)
@@ -360,13 +353,7 @@ def interrupt_undo(*, interrupt_id: Any, user) -> HumanInterrupt:
             actor=user,
             data={"response_type": undone, "action": row.action},
         )
-        events.send_event_on_commit(
-            events.publish_interrupt_changed,
-            thread_id=thread.pk,
-            interrupt_id=row.pk,
-            reviewer_group_id=row.reviewer_group_id,
-            status="pending",
-        )
+        events.interrupt_changed_on_commit(row, "pending")
     return row
 
 

@@ -45,14 +45,7 @@ def _pending_for(interrupt_id: Any, user) -> HumanInterrupt:
 
 
 def _announce(row: HumanInterrupt, change: str) -> None:
-    events.send_event_on_commit(
-        events.publish_interrupt_changed,
-        thread_id=row.thread_id,
-        interrupt_id=row.pk,
-        reviewer_group_id=row.reviewer_group_id,
-        status=HumanInterrupt.Status.PENDING,
-        change=change,
-    )
+    events.interrupt_changed_on_commit(row, HumanInterrupt.Status.PENDING, change=change)
 
 
 def active_claim(row: HumanInterrupt, now: datetime | None = None) -> InterruptClaim | None:

@@ -334,6 +334,32 @@ def send_event_on_commit(publish_event: Callable[..., None], /, **fields: Any) -
     transaction.on_commit(functools.partial(publish_event, **fields))
 
 
+_ITS_GROUP: Any = object()
+
+
+def interrupt_changed_on_commit(
+    row: Any,
+    status: str,
+    *,
+    responded_by: str | None = "",
+    change: str = "",
+    reviewer_group_id: Any = _ITS_GROUP,
+) -> None:
+    """Announce a change of `row` (a HumanInterrupt) to its reviewers once the caller's
+    transaction commits; `reviewer_group_id` names another group than the row's own."""
+    send_event_on_commit(
+        publish_interrupt_changed,
+        thread_id=row.thread_id,
+        interrupt_id=row.pk,
+        reviewer_group_id=(
+            row.reviewer_group_id if reviewer_group_id is _ITS_GROUP else reviewer_group_id
+        ),
+        status=status,
+        responded_by=responded_by or "",
+        change=change,
+    )
+
+
 # A run's end rides along to waiters only up to this size (JSON bytes); a bigger state
 # is read back from the checkpointer by the waiter instead.
 RUN_END_MAX_BYTES = 64 * 1024

@@ -77,10 +77,4 @@ def interrupts_withdraw(
         ]
     )
     for row in pending:
-        events.send_event_on_commit(
-            events.publish_interrupt_changed,
-            thread_id=thread.pk,
-            interrupt_id=row.pk,
-            reviewer_group_id=row.reviewer_group_id,
-            status="cancelled",
-        )
+        events.interrupt_changed_on_commit(row, "cancelled")

@@ -166,13 +166,7 @@ def _copy_pause(copy: Thread, pending: list[Any], user) -> None:
         ]
     )
     for row in rows:
-        events.send_event_on_commit(
-            events.publish_interrupt_changed,
-            thread_id=copy.pk,
-            interrupt_id=row.pk,
-            reviewer_group_id=row.reviewer_group_id,
-            status="pending",
-        )
+        events.interrupt_changed_on_commit(row, "pending")
     copy.status = Thread.Status.INTERRUPTED
     copy.save(update_fields=["status", "updated_at"])
 

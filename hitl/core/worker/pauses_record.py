@@ -254,14 +254,7 @@ def run_finish(
         # inbox rows are rendered and notifications are queued.
         announce_thread(thread, run_end, run_ended=True)
         for row in created:
-            events.send_event_on_commit(
-                events.publish_interrupt_changed,
-                thread_id=row.thread_id,
-                interrupt_id=row.pk,
-                reviewer_group_id=row.reviewer_group_id,
-                status=row.status,
-                responded_by=row.decided_by_rule,
-            )
+            events.interrupt_changed_on_commit(row, row.status, responded_by=row.decided_by_rule)
     return run
 
 
