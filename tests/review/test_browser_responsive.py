@@ -63,7 +63,9 @@ def widths(page) -> dict:
     )
 
 
-_INSIDE = """(el) => {
+_INSIDE = """(selector) => {
+    const el = document.querySelector(selector);
+    if (!el) return false;
     const box = el.getBoundingClientRect();
     return box.width > 0 && box.left >= 0 && box.right <= window.innerWidth;
 }"""
@@ -80,11 +82,12 @@ _COLUMNS = """(stacked) => {
 
 
 def inside_viewport(page, selector: str) -> bool:
-    """Whether `selector` lies inside the screen once layout settles (a busy machine may
-    still be applying styles or a transition when the check starts)."""
+    """Whether the first element the CSS `selector` matches lies inside the screen once
+    layout settles (a busy machine may still be applying styles or a transition when the
+    check starts). The selector is matched again at each poll: the inbox's first resync
+    replaces its rows, and an element found before it is detached, with an empty box."""
     try:
-        element = page.locator(selector).first.element_handle(timeout=10_000)
-        page.wait_for_function(_INSIDE, arg=element, timeout=10_000)
+        page.wait_for_function(_INSIDE, arg=selector, timeout=10_000)
     except PlaywrightTimeout:
         return False
     return True
@@ -148,7 +151,7 @@ def test_inbox_and_thread_fit_phones_and_desktops(asgi_server, page_at, reviewer
             assert page.get_attribute("#menu-toggle", "aria-expanded") == "false"
             page.click("#menu-toggle")
         assert logout.is_visible() and inside_viewport(
-            page, "header.top button:has-text('Log out')"
+            page, "header.top form[action$='/logout/'] button"
         )
         assert inside_viewport(page, "#help-toggle")
 
