@@ -28,7 +28,7 @@ def test_a_claim_is_seen_live_and_deciding_over_it_asks_first(
     for page in (rita, sam):
         page.goto(f"/threads/{thread.pk}/")
         page.wait_for_selector(f"#interrupt-{row.pk}")
-    sam.wait_for_timeout(500)  # its socket has joined the thread group
+        page.wait_for_selector("#live-indicator[data-state=live]")  # joined the thread's group
 
     rita.click("text=I'm on it")
     rita.wait_for_selector("[data-claim-chip]:has-text('You are on it')")
@@ -44,8 +44,8 @@ def test_a_claim_is_seen_live_and_deciding_over_it_asks_first(
         dialog.dismiss()
 
     sam.once("dialog", dismiss)
-    sam.click(f"#interrupt-{row.pk} button[data-action=accept]")
-    sam.wait_for_timeout(500)
+    with sam.expect_event("dialog"):
+        sam.click(f"#interrupt-{row.pk} button[data-action=accept]")
     assert dialogs == ["rita is on it. Decide anyway?"]
     assert HumanInterrupt.objects.get(pk=row.pk).status == "pending"
 
@@ -95,10 +95,11 @@ def test_inbox_decisions_on_an_item_claimed_by_another_ask_first(
         dialog.dismiss()
 
     rita.on("dialog", dismiss)
-    rita.keyboard.press("a")  # the quick key on the highlighted row
+    with rita.expect_event("dialog"):
+        rita.keyboard.press("a")  # the quick key on the highlighted row
     rita.keyboard.press("x")
-    rita.click("[data-bulk=accept]")
-    rita.wait_for_timeout(500)
+    with rita.expect_event("dialog"):
+        rita.click("[data-bulk=accept]")
     assert dialogs == [
         "sam is on it. Decide anyway?",
         "1 of the selected items is claimed by someone else. Decide anyway?",

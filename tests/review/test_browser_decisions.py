@@ -169,10 +169,7 @@ def test_a_key_pressed_while_the_inbox_resyncs_keeps_its_row(
             document.dispatchEvent(new CustomEvent("hitl:inbox-open"));
         }"""
     )
-    for _ in range(200):
-        if rita.evaluate("() => Boolean(window.releaseFetch)"):
-            break
-        rita.wait_for_timeout(20)
+    rita.wait_for_function("() => Boolean(window.releaseFetch)")
     rita.keyboard.press("j")
     assert rita.get_attribute("tr.row.selected", "id") == f"row-{older.pk}"
     rita.evaluate("() => window.releaseFetch()")
