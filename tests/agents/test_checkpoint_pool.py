@@ -16,17 +16,14 @@ pytestmark = pytest.mark.postgres
 
 
 def test_a_dropped_connection_is_found_only_once_it_was_idle(test_database_url):
-    with psycopg.connect(test_database_url, autocommit=True) as admin:
-        conn = psycopg.connect(test_database_url, autocommit=True)
-        pid = conn.info.backend_pid
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        time.sleep(0.2)
-        mark_returned(conn)
-        check_if_idle(conn)  # used a moment ago: no round trip, so nothing noticed
-        conn._hitl_returned = time.monotonic() - CHECK_AFTER_IDLE_SECONDS
-        with pytest.raises(psycopg.OperationalError):
-            check_if_idle(conn)  # idle long enough: checked, and the dead session shows
-        conn.close()
+    conn = psycopg.connect(test_database_url, autocommit=True)
+    end_sessions(test_database_url, [conn.info.backend_pid])
+    mark_returned(conn)
+    check_if_idle(conn)  # used a moment ago: no round trip, so nothing noticed
+    conn._hitl_returned = time.monotonic() - CHECK_AFTER_IDLE_SECONDS
+    with pytest.raises(psycopg.OperationalError):
+        check_if_idle(conn)  # idle long enough: checked, and the dead session shows
+    conn.close()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -41,9 +38,7 @@ def test_djangos_pool_replaces_a_connection_dropped_while_idle(test_database_url
     conn = pool.getconn()
     pid = conn.info.backend_pid
     pool.putconn(conn)
-    with psycopg.connect(test_database_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    time.sleep(0.2)
+    end_sessions(test_database_url, [pid])
     for idle in pool._pool:
         idle._hitl_returned = time.monotonic() - CHECK_AFTER_IDLE_SECONDS
     with connection.cursor() as cursor:
