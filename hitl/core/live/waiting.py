@@ -482,11 +482,15 @@ async def run_events_of(
     deadline = time.monotonic() + timeout
     ended_at: float | None = None
     while time.monotonic() < deadline:
-        if current is None or current.status in TERMINAL:
+        ended = current is None or current.status in TERMINAL
+        if ended:
             # A cancelled run sends no RUN_FINISHED; others do, right after.
             ended_at = ended_at or time.monotonic()
             drained = time.monotonic() - ended_at > DRAIN_SECONDS
-            if drained or not started or current is None or current.status == "cancelled":
+            # What has arrived is read first: a busy server may read the run's end in the
+            # database before it reads the start and the events already queued for it.
+            settled = drained or not started or current is None or current.status == "cancelled"
+            if settled and sub.queue.empty():
                 return
         message = await sub.get(min(1.0, max(deadline - time.monotonic(), 0)))
         if message is None or message.get("type") == "thread.changed":
@@ -498,7 +502,10 @@ async def run_events_of(
         event = message.get("event") or {}
         kind = event.get("type")
         if kind == "RUN_STARTED":
-            started = started or event.get("runId") == run_id
+            if event.get("runId") == run_id:
+                started = True
+            elif started and ended:
+                return  # the next run's start: this one's part of the stream is over
             continue
         if not started:
             continue

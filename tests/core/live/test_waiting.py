@@ -320,3 +320,41 @@ def test_the_server_hub_stays_in_a_group_a_moment_after_its_last_waiter(monkeypa
     assert left is None  # gone once nobody came back
     assert [m["status"] for m in heard_later] == ["done"]
     assert joined_later is not None and joined_later > joined
+
+
+def test_a_runs_queued_events_are_read_even_when_its_end_is_read_first(transactional_db, requester):
+    """A busy server may read a run's end in the database (after the "busy" change)
+    before it reads the RUN_STARTED and events already queued for it: they still reach
+    the stream, and the next run's events do not."""
+    from hitl.core.live.waiting import run_events_of
+    from hitl.core.models import Run, Thread
+
+    thread = Thread.objects.create(graph="approval", requester=requester, status="idle")
+    run = Run.objects.create(thread=thread, status="queued", created_by=requester)
+    rid, tid = str(run.pk), str(thread.pk)
+
+    def event(kind: str, run_id: str = rid, **more) -> dict:
+        return {
+            "type": "thread.event",
+            "thread_id": tid,
+            "event": {"type": kind, "runId": run_id, **more},
+        }
+
+    async def scenario() -> list:
+        sub = ThreadSubscription(thread.pk)  # not opened: its queue is filled here
+        stream = run_events_of(sub, rid, 30)
+        assert await anext(stream) is None  # read the run as queued; nothing came in a second
+        await asyncio.to_thread(Run.objects.filter(pk=run.pk).update, status="success")
+        for message in (
+            {"type": "thread.changed", "thread_id": tid, "status": "busy"},
+            event("RUN_STARTED"),
+            event("STATE_SNAPSHOT", snapshot={"sent": False}),
+            {"type": "thread.changed", "thread_id": tid, "status": "idle", "run_ended": True},
+            event("RUN_STARTED", run_id=str(uuid.uuid4())),  # a next run, had ours no end
+            event("STATE_SNAPSHOT", snapshot={"next": True}),
+        ):
+            sub.queue.put_nowait(message)
+        return [item async for item in stream]
+
+    got = asyncio.run(scenario())
+    assert got == [{"type": "STATE_SNAPSHOT", "runId": rid, "snapshot": {"sent": False}}]
