@@ -92,7 +92,8 @@ def run_load(base: str, tokens: dict, folder: Path, fault) -> tuple[list[str], l
     try:
         with ThreadPoolExecutor(CLIENTS) as pool:
             futures = [pool.submit(clients[i % CLIENTS].cycle, folder) for i in range(CYCLES)]
-            time.sleep(1.0)  # the load is under way
+            # The load is under way: every client has had an answer.
+            wait_for(lambda: len(statuses) >= CLIENTS, 60, 0.05, "the load to start")
             injector.start()
             done = [f.result(timeout=240) for f in futures]
     finally:
