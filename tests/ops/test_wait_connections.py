@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import httpx
 import psycopg
@@ -135,12 +134,11 @@ def test_many_open_waits_cost_the_web_process_no_more_than_its_pool(
                 f"{WAITS} queued runs",
             )
             assert answers == {}  # all of them still waiting
-            # The pool is not drained: another request is served at once.
+            # The pool is not drained: another request is served (a drained pool would
+            # answer 503 once its checkout timeout, DB_POOL_TIMEOUT, ran out).
             with httpx.Client(base_url=f"{base}/langgraph", headers=headers) as http:
-                began = time.monotonic()
                 answer = http.get(f"/threads/{thread_ids[0]}/runs")
                 assert answer.status_code == 200, answer.text
-                assert time.monotonic() - began < 2.5
             assert sessions.peak <= POOL
 
             worker_factory("w1", concurrency=2)
