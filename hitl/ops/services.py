@@ -176,10 +176,6 @@ def run_redispatch(*, run_id: Any, stale_before: datetime) -> bool:
 # --- interrupts -----------------------------------------------------------------------
 
 
-def _publish_changed(row: HumanInterrupt, group_id: int | None, status: str) -> None:
-    events.interrupt_changed_on_commit(row, status, reviewer_group_id=group_id)
-
-
 def _lock_pending(interrupt_id: Any) -> tuple[Thread, HumanInterrupt]:
     """Lock the thread, then the interrupt (the order interrupt_resolve uses)."""
     interrupt_id = _uuid(interrupt_id, "interrupt")
@@ -230,8 +226,10 @@ def interrupt_reassign(
                 "reason": reason or "reassigned by an admin",
             },
         )
-        _publish_changed(row, previous.pk if previous else None, "reassigned")
-        _publish_changed(row, group.pk, "pending")
+        events.interrupt_changed_on_commit(
+            row, "reassigned", reviewer_group_id=previous.pk if previous else None
+        )
+        events.interrupt_changed_on_commit(row, "pending", reviewer_group_id=group.pk)
     return row
 
 
@@ -288,8 +286,10 @@ def _escalate(
             "notice": notice,
         },
     )
-    _publish_changed(row, previous.pk if previous else None, "escalated")
-    _publish_changed(row, target.pk, "pending")
+    events.interrupt_changed_on_commit(
+        row, "escalated", reviewer_group_id=previous.pk if previous else None
+    )
+    events.interrupt_changed_on_commit(row, "pending", reviewer_group_id=target.pk)
     thread_id, pk = thread.pk, row.pk
     transaction.on_commit(
         lambda: events.publish_thread_event(
@@ -372,7 +372,7 @@ def interrupt_expire(
                 "reason": "no automatic answer fits this interrupt",
             },
         )
-        _publish_changed(row, row.reviewer_group_id, row.status)
+        events.interrupt_changed_on_commit(row, row.status)
         # Answers already given to sibling interrupts still reach the graph.
         resume_when_answered(locked=Locked(thread, row), user=None)
     return row
