@@ -261,11 +261,11 @@ def test_waiting_for_a_thread_to_become_busy_hears_its_runs_start(
 
     from hitl.core.live import waiting
     from hitl.core.live.waiting import thread_wait_for_status
+    from hitl.core.models import Thread
 
     # A waiter that did not hear the start would see it only at its next re-read or
     # at its timeout: both far off here, so a busy machine cannot blur the two.
     monkeypatch.setattr(waiting, "RECHECK_SECONDS", 60.0)
-    from hitl.core.models import Thread
 
     thread = Thread.objects.create(graph="approval", requester=requester, status="idle")
 
