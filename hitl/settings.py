@@ -125,21 +125,24 @@ TEMPLATES = [
 
 DATABASE_URL = envstr("DATABASE_URL")
 EMBEDDED = not DATABASE_URL
+# WAL + a busy timeout so the in-process run executor and requests coexist; every
+# transaction takes the write lock at its start, and waits for it in the process.
+EMBEDDED_SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
 if EMBEDDED:
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            # Django's SQLite backend whose writers queue in the process (hitl/sqlite/).
+            "ENGINE": "hitl.sqlite",
             "NAME": VAR_DIR / "hitl.sqlite3",
             # Each thread keeps its connection (request threads are reused, run threads
             # pooled): opening one costs five statements and a schema read, and a
             # cycle's three requests and two runs would each open one again.
             "CONN_MAX_AGE": None,
-            # WAL + a busy timeout so the in-process run executor and requests coexist.
-            "OPTIONS": {
-                "timeout": 20,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
+            "OPTIONS": EMBEDDED_SQLITE_OPTIONS,
         }
     }
 else:

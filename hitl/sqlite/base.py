@@ -1,0 +1,131 @@
+"""Django's SQLite backend whose writers queue inside the process instead of polling.
+
+The embedded server runs every request and every run in one process, and each of their
+transactions starts with `BEGIN IMMEDIATE` (settings: transaction_mode), so only one
+writes at a time. SQLite makes the others wait by polling: its busy handler sleeps
+1, 2, 5, 10... up to 100 ms between tries. A sleeper does not notice the lock come
+free, and a newcomer that asks at that moment takes it first, so with eight clients
+about half the busy threads sat in those sleeps, and one request in twenty waited one
+to two seconds for a lock that was free most of that time (docs/benchmarks.md, "The
+embedded cycle").
+
+Here a transaction, and a write outside one (an autocommit INSERT, UPDATE or DELETE is a
+transaction of its own), first takes a lock shared by this process's connections to the
+same file, which wakes its next waiter the moment it is released. SQLite's own lock and
+busy timeout still keep other processes (a management command) in order. Nothing
+changes for in-memory databases, which tests use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+
+from django.db import OperationalError
+from django.db.backends.sqlite3 import base
+
+_locks: dict[str, threading.Lock] = {}
+_cursors: dict[tuple[str, float], type[base.SQLiteCursorWrapper]] = {}
+_guard = threading.Lock()
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+def writer_lock(name: str) -> threading.Lock:
+    """The lock this process's transactions on database file `name` take first."""
+    with _guard:
+        return _locks.setdefault(name, threading.Lock())
+
+
+def _take(lock: threading.Lock, timeout: float) -> None:
+    if not lock.acquire(timeout=timeout):
+        raise OperationalError("database is locked")
+
+
+@contextlib.contextmanager
+def _queued(lock: threading.Lock, timeout: float) -> Iterator[None]:
+    _take(lock, timeout)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _writes_alone(cursor: sqlite3.Cursor, query: str) -> bool:
+    """Whether `query` writes outside a transaction: SQLite makes it one of its own."""
+    return not cursor.connection.in_transaction and query.lstrip()[:7].upper().startswith(WRITES)
+
+
+def _cursor_class(name: str, timeout: float) -> type[base.SQLiteCursorWrapper]:
+    """Django's cursor, whose writes outside a transaction queue on `name`'s lock."""
+    known = _cursors.get((name, timeout))
+    if known is not None:
+        return known
+    lock = writer_lock(name)
+
+    class Cursor(base.SQLiteCursorWrapper):
+        def execute(self, query, params=None):
+            if not _writes_alone(self, query):
+                return super().execute(query, params)
+            with _queued(lock, timeout):
+                return super().execute(query, params)
+
+        def executemany(self, query, param_list):
+            if not _writes_alone(self, query):
+                return super().executemany(query, param_list)
+            with _queued(lock, timeout):
+                return super().executemany(query, param_list)
+
+    with _guard:
+        return _cursors.setdefault((name, timeout), Cursor)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    _writing: threading.Lock | None = None
+
+    def _queues(self) -> bool:
+        return not self.is_in_memory_db() and self.transaction_mode == "IMMEDIATE"
+
+    def _timeout(self) -> float:
+        return float(self.settings_dict["OPTIONS"].get("timeout", 5))
+
+    def create_cursor(self, name=None):
+        if not self._queues():
+            return super().create_cursor(name)
+        factory = _cursor_class(str(self.settings_dict["NAME"]), self._timeout())
+        return self.connection.cursor(factory=factory)
+
+    def _start_transaction_under_autocommit(self) -> None:
+        if self._queues():
+            lock = writer_lock(str(self.settings_dict["NAME"]))
+            _take(lock, self._timeout())
+            self._writing = lock
+        try:
+            super()._start_transaction_under_autocommit()
+        except BaseException:
+            self._stop_writing()
+            raise
+
+    def _stop_writing(self) -> None:
+        lock, self._writing = self._writing, None
+        if lock is not None:
+            lock.release()
+
+    def _commit(self) -> None:
+        try:
+            super()._commit()
+        finally:
+            self._stop_writing()
+
+    def _rollback(self) -> None:
+        try:
+            super()._rollback()
+        finally:
+            self._stop_writing()
+
+    def _close(self) -> None:
+        try:
+            super()._close()
+        finally:
+            self._stop_writing()
