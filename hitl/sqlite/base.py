@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
@@ -112,20 +112,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if lock is not None:
             lock.release()
 
-    def _commit(self) -> None:
+    def _ending(self, end: Callable[[], None]) -> None:
+        """End the transaction (or the connection) and give the queue back, whatever happens."""
         try:
-            super()._commit()
+            end()
         finally:
             self._stop_writing()
+
+    def _commit(self) -> None:
+        self._ending(super()._commit)
 
     def _rollback(self) -> None:
-        try:
-            super()._rollback()
-        finally:
-            self._stop_writing()
+        self._ending(super()._rollback)
 
     def _close(self) -> None:
-        try:
-            super()._close()
-        finally:
-            self._stop_writing()
+        self._ending(super()._close)
