@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import pytest
 from django.db import OperationalError
 from django.db.utils import ConnectionHandler
 
 from hitl.sqlite.base import writer_lock
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -69,16 +69,6 @@ def _waits_on_the_queue(thread: threading.Thread) -> bool:
     return False
 
 
-def _until(condition, what: str) -> None:
-    """Wait for `condition`; the bound only ends a test that would hang."""
-    deadline = time.monotonic() + WAIT
-    pause = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {WAIT:.0f} s for {what}")
-        pause.wait(0.01)
-
-
 def _insert(connection, name: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO item (name) VALUES (%s)", [name])
@@ -98,7 +88,7 @@ def test_a_transaction_holds_the_queue_and_an_autocommit_write_waits_in_it(embed
         assert lock.locked()
         other = _in_thread(embedded, lambda c: _insert(c, "second"))
         # The other thread's write waits on this process's lock, not in SQLite's sleeps.
-        _until(lambda: _waits_on_the_queue(other["thread"]), "the write to queue")
+        wait_for(lambda: _waits_on_the_queue(other["thread"]), WAIT, 0.01, "the write to queue")
         assert _names(connection) == ["first"]
     other["thread"].join(WAIT)
     assert "error" not in other
@@ -116,7 +106,9 @@ def test_transactions_of_two_threads_run_one_after_the_other(embedded):
                 _insert(c, "second")
 
         other = _in_thread(embedded, second)
-        _until(lambda: _waits_on_the_queue(other["thread"]), "the transaction to queue")
+        wait_for(
+            lambda: _waits_on_the_queue(other["thread"]), WAIT, 0.01, "the transaction to queue"
+        )
     other["thread"].join(WAIT)
     assert "error" not in other
     assert _names(connection) == ["first", "second"]

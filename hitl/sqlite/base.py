@@ -27,7 +27,6 @@ from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 _locks: dict[str, threading.Lock] = {}
-_cursors: dict[tuple[str, float], type[base.SQLiteCursorWrapper]] = {}
 _guard = threading.Lock()
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
@@ -57,50 +56,50 @@ def _writes_alone(cursor: sqlite3.Cursor, query: str) -> bool:
     return not cursor.connection.in_transaction and query.lstrip()[:7].upper().startswith(WRITES)
 
 
-def _cursor_class(name: str, timeout: float) -> type[base.SQLiteCursorWrapper]:
-    """Django's cursor, whose writes outside a transaction queue on `name`'s lock."""
-    known = _cursors.get((name, timeout))
-    if known is not None:
-        return known
-    lock = writer_lock(name)
+class QueuedCursor(base.SQLiteCursorWrapper):
+    """Django's cursor, whose writes outside a transaction queue on the file's lock."""
 
-    class Cursor(base.SQLiteCursorWrapper):
-        def execute(self, query, params=None):
-            if not _writes_alone(self, query):
-                return super().execute(query, params)
-            with _queued(lock, timeout):
-                return super().execute(query, params)
+    queue: threading.Lock
+    timeout: float
 
-        def executemany(self, query, param_list):
-            if not _writes_alone(self, query):
-                return super().executemany(query, param_list)
-            with _queued(lock, timeout):
-                return super().executemany(query, param_list)
+    def execute(self, query, params=None):
+        if not _writes_alone(self, query):
+            return super().execute(query, params)
+        with _queued(self.queue, self.timeout):
+            return super().execute(query, params)
 
-    with _guard:
-        return _cursors.setdefault((name, timeout), Cursor)
+    def executemany(self, query, param_list):
+        if not _writes_alone(self, query):
+            return super().executemany(query, param_list)
+        with _queued(self.queue, self.timeout):
+            return super().executemany(query, param_list)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    # The file's lock and how long to wait for it, set when the connection opens (None:
+    # an in-memory database, or transactions that do not take the write lock at once).
+    _queue: threading.Lock | None = None
+    _queue_timeout = 5.0
     _writing: threading.Lock | None = None
 
-    def _queues(self) -> bool:
-        return not self.is_in_memory_db() and self.transaction_mode == "IMMEDIATE"
-
-    def _timeout(self) -> float:
-        return float(self.settings_dict["OPTIONS"].get("timeout", 5))
+    def get_new_connection(self, conn_params):
+        conn = super().get_new_connection(conn_params)
+        queues = not self.is_in_memory_db() and self.transaction_mode == "IMMEDIATE"
+        self._queue = writer_lock(str(self.settings_dict["NAME"])) if queues else None
+        self._queue_timeout = float(conn_params.get("timeout", 5.0))  # sqlite3's default
+        return conn
 
     def create_cursor(self, name=None):
-        if not self._queues():
+        if self._queue is None:
             return super().create_cursor(name)
-        factory = _cursor_class(str(self.settings_dict["NAME"]), self._timeout())
-        return self.connection.cursor(factory=factory)
+        cursor = self.connection.cursor(factory=QueuedCursor)
+        cursor.queue, cursor.timeout = self._queue, self._queue_timeout
+        return cursor
 
     def _start_transaction_under_autocommit(self) -> None:
-        if self._queues():
-            lock = writer_lock(str(self.settings_dict["NAME"]))
-            _take(lock, self._timeout())
-            self._writing = lock
+        if self._queue is not None:
+            _take(self._queue, self._queue_timeout)
+            self._writing = self._queue
         try:
             super()._start_transaction_under_autocommit()
         except BaseException:
