@@ -48,6 +48,8 @@ from hitl.core.models import HumanInterrupt
 # The LangGraph stream modes the worker asks for (hitl/core/worker).
 # "tasks" says when a node starts (updates only say when it ended): the page names it.
 STREAM_MODES = ["values", "updates", "messages", "tasks", "custom"]
+# While nobody listens to the thread stream: what tells the run's pause and end.
+UNWATCHED_MODES = ["updates", "values"]
 NODE_STARTED = "hitl.node_started"
 RAW_SOURCE = "langgraph"
 # The /langgraph `events` mode: LangGraph's astream_events v2 tree, run by the worker.
@@ -446,18 +448,35 @@ def client_modes(requested: list[str]) -> frozenset[str]:
     return frozenset("messages" if m == "messages-tuple" else m for m in requested)
 
 
-def astream_modes(client: frozenset[str]) -> list[str]:
-    """The stream modes the worker asks LangGraph for, with a client's own added."""
-    return STREAM_MODES + sorted(client - set(STREAM_MODES) - {EVENTS})
+def astream_modes(client: frozenset[str], *, thread_stream: bool = True) -> list[str]:
+    """The stream modes the worker asks LangGraph for: the thread stream's while someone
+    listens to it (else only UNWATCHED_MODES, which tell the run's pause), a client's own
+    added."""
+    base = STREAM_MODES if thread_stream else UNWATCHED_MODES
+    return base + sorted(client - set(base) - {EVENTS})
 
 
 def client_chunk_events(
-    ns: tuple[str, ...], mode: str, chunk: Any, client_modes: frozenset[str]
+    ns: tuple[str, ...],
+    mode: str,
+    chunk: Any,
+    client_modes: frozenset[str],
+    *,
+    thread_stream: bool = True,
 ) -> list[dict[str, Any]]:
-    """RAW events for what only a /langgraph client asked for: a subgraph's chunks (any
-    mode) and the modes the thread stream does not carry (debug, tasks, checkpoints)."""
-    if mode not in client_modes or (not ns and mode in THREAD_STREAM_CARRIES):
+    """The events only a /langgraph client asked for: a subgraph's chunks (any mode) and
+    the modes the thread stream does not carry (debug, tasks, checkpoints). While nobody
+    listens to the thread stream (`thread_stream` false, and `events_for_chunk` not
+    called), the root's chunks of the client's modes too, as that stream carries them, and
+    nothing for AG-UI alone: a /langgraph stream reads no more of the run than its modes."""
+    if mode not in client_modes:
         return []
+    if not ns and mode in THREAD_STREAM_CARRIES:
+        if thread_stream:
+            return []  # events_for_chunk carries it
+        if mode == "values":
+            return events_for_chunk(mode, chunk)
+        return [_raw(mode, chunk)]
     return [_raw(mode, chunk, ns)]
 
 

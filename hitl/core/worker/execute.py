@@ -194,14 +194,11 @@ async def _stream_run(
             checked = time.monotonic()
             ended = _StreamEnd()
             if graph_input is not ALREADY_DONE:
-                modes = agui.STREAM_MODES if listened else ["updates", "values"]
-                # A /langgraph client's own modes (debug, tasks, checkpoints, subgraphs,
-                # events): only for runs started with them (sent while someone listens;
-                # a client that joins the run later gets them from then on).
+                # A /langgraph client's own modes: only for runs started with them, from
+                # the run's start whoever listens (a join may come at any moment).
                 client_modes = agui.client_modes(run.stream_modes)
                 subgraphs = bool(client_modes) and run.stream_subgraphs
-                if client_modes:
-                    modes = agui.astream_modes(client_modes)
+                modes = agui.astream_modes(client_modes, thread_stream=listened)
                 stream = _chunks(
                     graph,
                     graph_input,
@@ -224,8 +221,12 @@ async def _stream_run(
                     if listened:
                         batch = list(agui.events_for_chunk(mode, chunk) if not ns else ())
                         batch += agui.client_chunk_events(ns, mode, chunk, client_modes)
-                        if batch:
-                            out.add(batch)
+                    else:
+                        batch = agui.client_chunk_events(
+                            ns, mode, chunk, client_modes, thread_stream=False
+                        )
+                    if batch:
+                        out.add(batch)
             if hold.lost:
                 return _CANCELLED
             if ended.known():
@@ -314,9 +315,10 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         # API streams listen before their run exists; a page opened mid-run is noticed
         # at the next step (it then gets steps; messages and snapshots from the next run).
         # A /langgraph run streams the modes it was started with from its start, whoever
-        # listens now: a join or reconnect may come at any moment and must get them all.
-        listened = bool(run.stream_modes) or listeners.thread_stream_listened(thread.pk)
-        if listened:
+        # listens now: a join or reconnect may come at any moment and must get them all;
+        # what only the thread stream reads is built while someone listens to it.
+        listened = listeners.thread_stream_listened(thread.pk)
+        if listened or run.stream_modes:
             events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         _release_connection()
         ended = engine.call(_stream_run(graph, config, run, hold, listened))
@@ -339,7 +341,7 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         )
         if finished is None:
             return "cancelled", 0.0
-        if listened or listeners.thread_stream_listened(thread.pk):
+        if listened or run.stream_modes or listeners.thread_stream_listened(thread.pk):
             ended = agui.run_finished(
                 thread.pk,
                 run.pk,

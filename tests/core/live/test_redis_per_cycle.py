@@ -12,6 +12,7 @@ import copy
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -137,8 +138,17 @@ def test_a_cycle_logs_each_runs_stream_in_one_append(
     # Every event is logged, in order: each run's start, its stream, its end.
     assert kinds.count("RUN_STARTED") == 2 and kinds.count("RUN_FINISHED") == 2
     assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
-    assert len(logged) >= 12
-    for monitor, cap in ((first, 10), (second, 5)):
+    # The client's `values` (and the pause's values chunk), nothing only the thread
+    # stream reads: nobody listens to it.
+    assert kinds.count("STATE_SNAPSHOT") >= 3
+    raw = [event["event"]["mode"] for event in logged if event["type"] == "RAW"]
+    assert raw == ["values"] and set(kinds) == {
+        "RUN_STARTED",
+        "STATE_SNAPSHOT",
+        "RAW",
+        "RUN_FINISHED",
+    }
+    for monitor, cap in ((first, 12), (second, 7)):
         sent = monitor.cycle()
         # RUN_STARTED, the whole stream, RUN_FINISHED: one append each (was one a chunk).
         assert len(monitor.appends()) == 3, sent
@@ -148,7 +158,10 @@ def test_a_cycle_logs_each_runs_stream_in_one_append(
         # out together (channels_redis spends two round trips or four on each group,
         # MULTI included).
         assert len([w for w in sent if w[0] == "EVALSHA"]) <= 3 + 3, sent
-        assert {w[0] for w in sent} <= {"EVALSHA", "ZCOUNT", "GET"}, sent
+        assert {w[0] for w in sent} <= {"EVALSHA", "ZCOUNT", "EXISTS", "GET"}, sent
+        # The run's start asks once whether anyone listens to the thread stream (a ZCOUNT
+        # and an EXISTS, pipelined): else only the client's modes are built and logged.
+        assert len(monitor.named("EXISTS")) == 1, sent
         # At the pause also the inbox check before its row is rendered, pipelined (two
         # ZCOUNTs), and the config cache (two GETs). 17 and 14 commands before batching.
         assert len(sent) <= cap, sent
@@ -169,7 +182,7 @@ def test_a_quiet_runs_events_are_logged_while_it_still_runs(
         user=requester,
         assistant_id="slow_side_effect",
         input={"dir": str(slow_graph)},
-        request=lg_services.RunRequest(stream_modes=["values"]),
+        request=lg_services.RunRequest(stream_modes=["values", "updates"]),
     )
     outcome: list[str] = []
 
@@ -184,14 +197,21 @@ def test_a_quiet_runs_events_are_logged_while_it_still_runs(
     try:
         wait_for(lambda: list(Path(slow_graph).glob("slow-*")), what="the slow node to start")
 
-        def logged_steps() -> list[str]:
+        # The client's modes as the thread stream carries them: the input's values, then
+        # the first step's update, and nothing only the thread stream reads (nobody
+        # listens to it).
+        def logged() -> list[tuple[str, Any]]:
             return [
-                event.get("stepName")
+                (event["type"], event.get("event", {}).get("data"))
                 for _, event in eventlog.read_from(run.thread_id, "0-0")
-                if event["type"] == "STEP_FINISHED"
             ]
 
-        wait_for(lambda: logged_steps() == ["side_effect"], what="the first step in the log")
+        first_step = [
+            ("RUN_STARTED", None),
+            ("STATE_SNAPSHOT", None),
+            ("RAW", {"side_effect": None}),
+        ]
+        wait_for(lambda: logged() == first_step, what="the first step in the log")
     finally:
         (Path(slow_graph) / "release").touch()
         worker.join(60)
