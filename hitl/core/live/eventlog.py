@@ -128,7 +128,9 @@ end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 local members = -1
 if #KEYS > 1 then members = redis.call('ZCOUNT', KEYS[2], KEYS[3], '+inf') end
-return {members, ids}
+local marks = 0
+if #KEYS > 3 then marks = redis.call('EXISTS', KEYS[4], KEYS[5]) end
+return {members, ids, marks}
 """
 _scripts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
@@ -141,10 +143,28 @@ def _append_script(client: Any) -> Any:
 
 
 def _append_call(
-    thread_id: Any, batch: list[dict[str, Any]], group: tuple[str, int] | None
+    thread_id: Any, batch: list[dict[str, Any]], group: tuple[str, int] | None, marks: bool = False
 ) -> tuple[list[str], list[Any]]:
     keys = [_key(thread_id)] + ([group[0], str(group[1])] if group else [])
+    if group and marks:
+        keys += [_resumable_key(thread_id), _expected_key(thread_id)]
     return keys, [TTL_SECONDS, MAX_ENTRIES, *(json.dumps(event) for event in batch)]
+
+
+def append_listened(
+    thread_id: Any, batch: list[dict[str, Any]], group: tuple[str, int]
+) -> tuple[list[str | None], bool, bool]:
+    """append_all, and in the same round trip whether the thread's stream is kept for
+    someone besides the group's members (a resumable stream, a page about to open): its
+    entry ids, whether the group has a member, and whether either holds (as
+    stream_listened answers). When unsure: yes to both."""
+    keys, args = _append_call(thread_id, batch, group, marks=True)
+    try:
+        members, entries, marks = _append_script(redis.client())(keys=keys, args=args)
+    except Exception as exc:  # a live stream still works; only resuming would not
+        log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
+        return [None] * len(batch), True, True
+    return [_text(entry) for entry in entries], members != 0, members != 0 or bool(marks)
 
 
 def append_all(
@@ -163,7 +183,7 @@ def append_all(
         return [_memory.append(thread_id, event) for event in batch], True
     keys, args = _append_call(thread_id, batch, group)
     try:
-        members, entries = _append_script(redis.client())(keys=keys, args=args)
+        members, entries, _ = _append_script(redis.client())(keys=keys, args=args)
     except Exception as exc:  # a live stream still works; only resuming would not
         log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
         return [None] * len(batch), True
@@ -178,7 +198,7 @@ async def aappend_all(
         return [_memory.append(thread_id, event) for event in batch], True
     keys, args = _append_call(thread_id, batch, group)
     try:
-        members, entries = await _append_script(redis.aclient())(keys=keys, args=args)
+        members, entries, _ = await _append_script(redis.aclient())(keys=keys, args=args)
     except Exception as exc:  # a live stream still works; only resuming would not
         log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
         return [None] * len(batch), True

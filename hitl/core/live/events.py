@@ -29,6 +29,7 @@ from hitl.core.live.listeners import (
     own_inbox_group,
     thread_group,
     thread_status_group,
+    thread_stream_listened,
     user_group,
 )
 from hitl.core.live.publisher import publish
@@ -119,6 +120,19 @@ def publish_thread_events(thread_id: Any, batch: list[dict[str, Any]]) -> bool:
     later reads them from the log)."""
     seqs, heard = eventlog.append_all(thread_id, batch, _thread_members(thread_id))
     return _send_logged(thread_id, batch, seqs, heard)
+
+
+def publish_run_started(thread_id: Any, event: dict[str, Any]) -> bool:
+    """Log and send a run's RUN_STARTED; whether anyone listens to the thread's full
+    stream, as thread_stream_listened answers, asked in the same round trip where the
+    log can count the group's members."""
+    members = _thread_members(thread_id)
+    if members is None:
+        publish_thread_events(thread_id, [event])
+        return thread_stream_listened(thread_id)
+    seqs, heard, listened = eventlog.append_listened(thread_id, [event], members)
+    _send_logged(thread_id, [event], seqs, heard)
+    return listened
 
 
 async def apublish_thread_events(thread_id: Any, batch: list[dict[str, Any]]) -> bool:

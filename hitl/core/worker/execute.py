@@ -317,8 +317,9 @@ def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
         # A /langgraph run streams the modes it was started with from its start, whoever
         # listens now: a join or reconnect may come at any moment and must get them all;
         # what only the thread stream reads is built while someone listens to it.
-        listened = listeners.thread_stream_listened(thread.pk)
-        if listened or run.stream_modes:
+        if run.stream_modes:  # its start is logged anyway: ask with it
+            listened = events.publish_run_started(thread.pk, agui.run_started(thread.pk, run.pk))
+        elif listened := listeners.thread_stream_listened(thread.pk):
             events.publish_thread_event(thread.pk, agui.run_started(thread.pk, run.pk))
         _release_connection()
         ended = engine.call(_stream_run(graph, config, run, hold, listened))
