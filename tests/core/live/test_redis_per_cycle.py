@@ -21,7 +21,7 @@ from django.db import connection
 
 from hitl.api.langgraph import services as lg_services
 from hitl.compat import channels_redis
-from hitl.core.live import eventlog
+from hitl.core.live import batches, eventlog
 from hitl.core.live.publisher import publisher
 from hitl.core.worker.execute import execute_run
 from tests.conftest import wait_for
@@ -113,9 +113,13 @@ def worker_side(manual_runs):
 
 
 def test_a_cycle_logs_each_runs_stream_in_one_append(
-    nobody_listens, worker_side, transactional_db, requester, reviewer
+    nobody_listens, worker_side, transactional_db, requester, reviewer, monkeypatch
 ):
     assert eventlog.enabled(), "this test needs the Redis deployment"
+    # A run that ends before the batch's wait logs its stream in one append. The wait is
+    # made longer than any run here, so a busy machine's slow run (over 50 ms) cannot
+    # split it: the count below is the batching's, not the machine's speed.
+    monkeypatch.setattr(batches, "FLUSH_SECONDS", 60.0)
     # As a /langgraph client starts it (runs.wait): its events are logged from the start.
     stream = lg_services.RunRequest(stream_modes=["values"])
     run = lg_services.run_create(user=requester, assistant_id="approval", input={}, request=stream)
