@@ -157,14 +157,20 @@ def append_listened(
     """append_all, and in the same round trip whether the thread's stream is kept for
     someone besides the group's members (a resumable stream, a page about to open): its
     entry ids, whether the group has a member, and whether either holds (as
-    stream_listened answers). When unsure: yes to both."""
-    keys, args = _append_call(thread_id, batch, group, marks=True)
+    stream_listened answers). When unsure: yes to both. Needs Redis."""
+    return _append(thread_id, batch, group, marks=True)
+
+
+def _append(
+    thread_id: Any, batch: list[dict[str, Any]], group: tuple[str, int] | None, marks: bool
+) -> tuple[list[str | None], bool, bool]:
+    keys, args = _append_call(thread_id, batch, group, marks)
     try:
-        members, entries, marks = _append_script(redis.client())(keys=keys, args=args)
+        members, entries, marked = _append_script(redis.client())(keys=keys, args=args)
     except Exception as exc:  # a live stream still works; only resuming would not
         log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
         return [None] * len(batch), True, True
-    return [_text(entry) for entry in entries], members != 0, members != 0 or bool(marks)
+    return [_text(entry) for entry in entries], members != 0, members != 0 or bool(marked)
 
 
 def append_all(
@@ -181,13 +187,8 @@ def append_all(
     """
     if not enabled():
         return [_memory.append(thread_id, event) for event in batch], True
-    keys, args = _append_call(thread_id, batch, group)
-    try:
-        members, entries, _ = _append_script(redis.client())(keys=keys, args=args)
-    except Exception as exc:  # a live stream still works; only resuming would not
-        log.warning("could not log a stream event of thread %s: %s", thread_id, exc)
-        return [None] * len(batch), True
-    return [_text(entry) for entry in entries], members != 0
+    seqs, heard, _ = _append(thread_id, batch, group, marks=False)
+    return seqs, heard
 
 
 async def aappend_all(

@@ -126,11 +126,11 @@ def publish_run_started(thread_id: Any, event: dict[str, Any]) -> bool:
     """Log and send a run's RUN_STARTED; whether anyone listens to the thread's full
     stream, as thread_stream_listened answers, asked in the same round trip where the
     log can count the group's members."""
-    members = _thread_members(thread_id)
-    if members is None:
+    group = _thread_members(thread_id)
+    if group is None:
         publish_thread_events(thread_id, [event])
         return thread_stream_listened(thread_id)
-    seqs, heard, listened = eventlog.append_listened(thread_id, [event], members)
+    seqs, heard, listened = eventlog.append_listened(thread_id, [event], group)
     _send_logged(thread_id, [event], seqs, heard)
     return listened
 
