@@ -58,8 +58,10 @@ class DjangoCelerySettings(Mapping):
 app = Celery("hitl")
 app.config_from_object(DjangoCelerySettings())
 # Task modules are listed in settings.CELERY_IMPORTS.
-# Web processes publish runs and workers ack them: both with one Redis client per channel.
+# Web processes publish runs and workers ack them: both with one Redis client per channel,
+# and a delivery's unacked entry kept by one script call per write.
 compat_kombu.reuse_sync_clients()
+compat_kombu.scripted_unacked()
 
 
 @signals.worker_ready.connect(weak=False, dispatch_uid="hitl-worker-ready-log")

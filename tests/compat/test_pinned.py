@@ -150,3 +150,56 @@ def test_kombu_qos_is_guarded_once_and_keeps_its_methods():
     assert kombu_redis.QoS._hitl_guarded is True
     for name in ("ack", "reject", "restore_unacked_once"):
         assert callable(getattr(kombu_redis.QoS, name))
+
+
+@pytest.mark.parametrize("prefix", ["", "hitl-test-prefix:"])
+def test_kombu_unacked_entries_are_one_script_call_each_and_restore_as_kombus(prefix, monkeypatch):
+    import json
+    import uuid
+
+    import redis
+    from kombu import Connection
+    from kombu.transport import redis as kombu_redis
+
+    kombu.scripted_unacked()
+    first = kombu_redis.QoS.append
+    kombu.scripted_unacked()  # once: the original is not wrapped twice
+    assert kombu_redis.QoS.append is first and kombu_redis.QoS._hitl_scripted is True
+
+    store = redis.Redis.from_url(settings.REDIS_URL)
+    index, entries = f"{prefix}unacked_index", f"{prefix}unacked"
+    name = f"hitl-test-unacked-{uuid.uuid4().hex}"
+    options = {"global_keyprefix": prefix} if prefix else {}
+    with Connection(settings.REDIS_URL, transport_options=options) as conn:
+        queue = conn.SimpleQueue(name)
+        try:
+            queue.put({"n": 1})
+            with monkeypatch.context() as patched:  # no pipeline: kombu's would MULTI/EXEC
+                patched.setattr(redis.client.Pipeline, "execute", _no_pipeline)
+                message = queue.get(timeout=5)
+            tag = message.delivery_tag
+            # Written as kombu's pipeline writes it: a score of now, the raw message.
+            assert store.zscore(index, tag) is not None
+            raw, exchange, routing_key = json.loads(store.hget(entries, tag))
+            assert routing_key == name and raw["properties"]["delivery_tag"] == tag
+
+            # kombu's own restore reads the entry back and removes it in its transaction.
+            queue.channel.qos.restore_by_tag(tag)
+            assert store.zscore(index, tag) is None and store.hget(entries, tag) is None
+            again = queue.get(timeout=5)
+            assert again.payload == {"n": 1}
+            assert store.hget(entries, again.delivery_tag) is not None
+
+            with monkeypatch.context() as patched:  # removed by the script, both keys
+                patched.setattr(redis.client.Pipeline, "execute", _no_pipeline)
+                again.ack()
+            assert store.zscore(index, again.delivery_tag) is None
+            assert store.hget(entries, again.delivery_tag) is None
+            assert store.llen(f"{prefix}{name}") == 0
+        finally:
+            queue.close()
+            store.delete(f"{prefix}{name}")
+
+
+def _no_pipeline(self, *args, **kwargs):
+    raise AssertionError(f"a Redis pipeline ran: {self.command_stack!r}")
