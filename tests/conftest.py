@@ -16,7 +16,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -188,6 +190,48 @@ if USING_POSTGRES:
 def pytest_runtest_setup(item):
     if USING_POSTGRES:
         reopen_dead_connections(item.config)
+        replace_exhausted_pools()
+
+
+def replace_exhausted_pools() -> list[str]:
+    """Before each test: a pool with every connection out is replaced by a fresh one.
+
+    Threads an earlier test left running (or its pool's reconnects, backing off after
+    the server dropped its sessions) can hold all of a pool's connections; every later
+    test's setup would then wait out the pool timeout and fail in a cascade. The warning
+    names the threads alive, to find the holder. A connection held by such a thread goes
+    back to its own (closed) pool, which closes it. Returns the aliases replaced.
+    """
+    from django.db import connections
+
+    replaced = []
+    for conn in connections.all(initialized_only=True):
+        pool = getattr(type(conn), "_connection_pools", {}).get(conn.alias)
+        if pool is None or conn.in_atomic_block:
+            continue
+        stats = pool.get_stats()
+        if stats.get("pool_available", 0) or stats.get("pool_size", 0) < pool.max_size:
+            continue
+        try:  # connections on their way back (a reset runs on the pool's workers) come soon
+            pool.putconn(pool.getconn(timeout=5))
+            continue
+        except Exception:  # PoolTimeout: none came back
+            pass
+        threads = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+        warnings.warn(
+            f"every connection of the {conn.alias!r} pool is out before this test "
+            f"({stats}); replacing the pool. Threads alive: {', '.join(threads) or 'none'}",
+            stacklevel=1,
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+            with contextlib.suppress(Exception):
+                conn.close()
+            conn.connection = None
+            with contextlib.suppress(Exception):
+                conn.close_pool()
+        replaced.append(conn.alias)
+    return replaced
 
 
 def reopen_dead_connections(config) -> list[str]:

@@ -13,7 +13,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection
 
-from tests.conftest import WORKER_PORTS, free_port, reopen_dead_connections, wait_for
+from tests.conftest import (
+    WORKER_PORTS,
+    free_port,
+    reopen_dead_connections,
+    replace_exhausted_pools,
+    wait_for,
+)
 from tests.xdist_env import redis_url_for_worker, worker_index
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
@@ -38,6 +44,40 @@ def test_a_test_connection_the_server_ended_is_reopened_on_an_emptied_database(
     # The teardown flush the dead connection could not run has been done.
     assert not get_user_model().objects.filter(username="left-behind").exists()
     assert reopen_dead_connections(request.config) == []  # a live one is left alone
+
+
+@pytest.mark.postgres
+def test_a_pool_left_without_a_connection_is_replaced_before_the_next_test(transactional_db):
+    """Threads an earlier test left behind hold every connection: the next test's setup
+    gets a fresh pool (and a warning naming them), not a 20 s timeout per test."""
+    connection.close()
+    pool = connection.pool
+    release = threading.Event()
+    taken: list[object] = []
+
+    def hold() -> None:
+        conn = pool.getconn()
+        taken.append(conn)
+        release.wait(60)
+        pool.putconn(conn)  # back to its own pool, closed by then: the connection closes
+
+    holders = [threading.Thread(target=hold, name=f"left-behind-{n}") for n in range(pool.max_size)]
+    for thread in holders:
+        thread.start()
+    try:
+        wait_for(lambda: len(taken) == pool.max_size, what="every connection to be taken")
+        assert pool.get_stats()["pool_available"] == 0
+        with pytest.warns(UserWarning, match="left-behind-0"):
+            assert replace_exhausted_pools() == ["default"]
+        assert connection.pool is not pool and pool.closed
+        assert get_user_model().objects.count() >= 0  # a connection from the fresh pool
+        connection.close()
+        assert replace_exhausted_pools() == []  # a pool with connections is left alone
+    finally:
+        release.set()
+        for thread in holders:
+            thread.join(60)
+    assert all(conn.closed for conn in taken)
 
 
 @pytest.mark.postgres
