@@ -39,7 +39,11 @@ def test_a_resume_after_two_session_drops_in_a_row_succeeds(
     api = api_for(reviewer)
     api.get("/api/v1/interrupts")  # the token and the user are read once, as by a client
 
-    # The pool holds a few idle connections, all handed back a moment ago.
+    # The pool holds a few idle connections, all handed back a moment ago (a pool of its
+    # own: threads of earlier tests may still hold some of the last one's).
+    connection.close()
+    connection.close_pool()
+    connection.ensure_connection()  # opens the fresh pool
     connection.close()
     pool = connection.pool
     held = [pool.getconn() for _ in range(IDLE)]
