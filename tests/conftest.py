@@ -225,13 +225,18 @@ def replace_exhausted_pools() -> list[str]:
         )
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-            with contextlib.suppress(Exception):
-                conn.close()
-            conn.connection = None
-            with contextlib.suppress(Exception):
-                conn.close_pool()
+            _drop_with_pool(conn)
         replaced.append(conn.alias)
     return replaced
+
+
+def _drop_with_pool(conn) -> None:
+    """Close a Django connection and its whole pool, whatever state either is in."""
+    with contextlib.suppress(Exception):
+        conn.close()
+    conn.connection = None
+    with contextlib.suppress(Exception):
+        conn.close_pool()
 
 
 def reopen_dead_connections(config) -> list[str]:
@@ -257,11 +262,7 @@ def reopen_dead_connections(config) -> list[str]:
         # Playwright's sync API leaves an event loop running on this thread.
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-            with contextlib.suppress(Exception):
-                conn.close()
-            conn.connection = None
-            with contextlib.suppress(Exception):
-                conn.close_pool()
+            _drop_with_pool(conn)
             if conn.settings_dict["NAME"].startswith("test_"):
                 with config.stash[blocking_manager_key].unblock():
                     call_command("flush", database=conn.alias, interactive=False, verbosity=0)
