@@ -7,12 +7,17 @@ groups in two (one when none has a member) through the layer's private `_group_k
 `connection()`, `consistent_hash()` and `_map_channel_keys_to_connection()` (which
 serializes each channel key's message as the layer's own group_send does). Written
 against channels_redis 4.3 (tests/compat pins it).
+
+Groups that a caller names as broadcast groups get no members at all: their messages
+go out once on the layer's Redis pub/sub channel (`broadcast_channel`), in the same
+round trip, and every process that listens there (`broadcasts`) hears all of them.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
@@ -60,11 +65,15 @@ async def group_join(layer: RedisChannelLayer, group: str, channel: str) -> None
 
 # Each group's expired members dropped and the live ones listed, as group_send's first
 # two round trips do, for every group at once.
+# ARGV: cutoff, the broadcast channel, then the broadcast messages, published in order.
 _MEMBERS = """
 local out = {}
 for i = 1, #KEYS do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, ARGV[1])
   out[i] = redis.call('ZRANGE', KEYS[i], 0, -1)
+end
+for i = 3, #ARGV do
+  redis.call('PUBLISH', ARGV[2], ARGV[i])
 end
 return out
 """
@@ -99,21 +108,31 @@ def _scripts_of(connection: Any) -> tuple[Any, Any]:
 
 
 async def groups_send(
-    layer: RedisChannelLayer, sends: list[tuple[tuple[str, ...], dict[str, Any]]]
+    layer: RedisChannelLayer,
+    sends: list[tuple[tuple[str, ...], dict[str, Any]]],
+    broadcast: Callable[[str], bool] = lambda group: False,
 ) -> bool:
     """For each (groups, message) of `sends` in turn, group_send the message to each of
     its groups, as the layer's own group_send does, in two round trips for them all (one
-    when no group has a member). False (nothing sent) on a sharded layer: the caller then
-    sends group by group."""
+    when no group has a member). A message to a `broadcast` group is published once on
+    the broadcast channel instead, in the first round trip. False (nothing sent) on a
+    sharded layer: the caller then sends group by group."""
     connection = single_connection(layer)
     if connection is None:
         return False
     members, deliver = _scripts_of(connection)
     now = time.time()
-    groups = list(dict.fromkeys(group for targets, _ in sends for group in targets))
+    groups = list(
+        dict.fromkeys(group for targets, _ in sends for group in targets if not broadcast(group))
+    )
+    published = [
+        layer.serialize(message)
+        for targets, message in sends
+        if any(broadcast(group) for group in targets)
+    ]
     listed = await members(
         keys=[group_key(layer, group) for group in groups],
-        args=[int(now) - layer.group_expiry],
+        args=[int(now) - layer.group_expiry, broadcast_channel(layer), *published],
     )
     names = {
         group: [name.decode() for name in found]
@@ -125,7 +144,7 @@ async def groups_send(
     capacities: list[int] = []
     for targets, message in sends:
         for group in targets:
-            if group not in names:
+            if group not in names:  # nobody in it, or a broadcast group
                 continue
             _, to_message, to_capacity = layer._map_channel_keys_to_connection(
                 names[group], message
@@ -158,3 +177,41 @@ def _scores(now: float, count: int) -> list[float]:
 
 # Well above a double's resolution at today's unix times (about 2.4e-7 s).
 _SCORE_STEP = 1e-5
+
+
+def can_broadcast(layer: Any) -> bool:
+    """Whether groups_send publishes broadcast groups' messages on this layer (a Redis
+    layer on one Redis: a sharded one sends them to members, group by group)."""
+    return is_redis_layer(layer) and layer.ring_size == 1
+
+
+def broadcast_channel(layer: RedisChannelLayer) -> str:
+    """The pub/sub channel on which groups_send publishes broadcast groups' messages."""
+    return f"{layer.prefix}:broadcast"
+
+
+async def broadcasts(layer: RedisChannelLayer) -> Any | None:
+    """A pub/sub connection to the broadcast channel, returned once Redis has confirmed
+    the subscription (so nothing published after this returns is missed); None on a
+    sharded layer, whose groups_send publishes nothing."""
+    connection = single_connection(layer)
+    if connection is None:
+        return None
+    pubsub = connection.pubsub()
+    try:
+        await pubsub.subscribe(broadcast_channel(layer))
+        while (await pubsub.get_message(timeout=None) or {}).get("type") != "subscribe":
+            pass
+    except BaseException:
+        await pubsub.aclose()
+        raise
+    return pubsub
+
+
+async def next_broadcast(layer: RedisChannelLayer, pubsub: Any) -> dict[str, Any]:
+    """The next message published on the broadcast channel (raises when the connection
+    fails: the caller subscribes again)."""
+    while True:
+        message = await pubsub.get_message(timeout=None)
+        if message is not None and message["type"] == "message":
+            return layer.deserialize(message["data"])

@@ -16,7 +16,7 @@ from django.conf import settings
 from hitl.compat import channels_redis
 from hitl.core.live import eventlog
 from hitl.core.live import redis as live_redis
-from hitl.core.live.publisher import memory_members, publisher
+from hitl.core.live.publisher import BROADCAST_PREFIX, memory_members, publisher
 
 
 def thread_group(thread_id: Any) -> str:
@@ -24,8 +24,9 @@ def thread_group(thread_id: Any) -> str:
 
 
 def thread_status_group(thread_id: Any) -> str:
-    """Only `thread.changed` messages: for waiters that need no streamed events."""
-    return f"thread-status.{thread_id}"
+    """Only `thread.changed` messages: for waiters that need no streamed events. A
+    broadcast group on a single Redis (hitl.core.live.publisher.BROADCAST_PREFIX)."""
+    return f"{BROADCAST_PREFIX}{thread_id}"
 
 
 def inbox_group(group_id: int | None) -> str:

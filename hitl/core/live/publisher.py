@@ -24,6 +24,17 @@ from hitl.core.errors import is_transient
 
 log = logging.getLogger(__name__)
 
+# Groups nobody joins on a single Redis: a message to one is published once on the
+# layer's pub/sub channel, which every web process's hub listens to
+# (hitl.compat.channels_redis.broadcasts), and handed to that group's waiters there
+# (hitl.core.live.waiting). A run's end reaches its waiters so with no join or leave per
+# wait, and in the one round trip that lists the other groups' members.
+BROADCAST_PREFIX = "thread-status."
+
+
+def is_broadcast(group: str) -> bool:
+    return group.startswith(BROADCAST_PREFIX)
+
 
 class _Outbox:
     """Messages waiting on one event loop; touched only from that loop's thread."""
@@ -201,9 +212,12 @@ async def _group_send_all(layer: Any, sends: list[tuple[tuple[str, ...], dict[st
 
     Most groups have no member most of the time (no inbox, no page open). channels_redis
     spends four round trips per group_send, even then; one script lists the members of
-    every group and a second delivers to them (hitl.compat.channels_redis.groups_send).
+    every group (and publishes to the broadcast groups) and a second delivers to them
+    (hitl.compat.channels_redis.groups_send).
     """
-    if channels_redis.is_redis_layer(layer) and await channels_redis.groups_send(layer, sends):
+    if channels_redis.is_redis_layer(layer) and await channels_redis.groups_send(
+        layer, sends, is_broadcast
+    ):
         return
     memory = isinstance(layer, InMemoryChannelLayer)
     for groups, message in sends:

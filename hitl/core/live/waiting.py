@@ -32,7 +32,7 @@ from hitl.compat import channels_redis
 from hitl.core.db.retry import discard_dead_connections, suspect_connections
 from hitl.core.errors import Unavailable, is_transient
 from hitl.core.live import events, listeners
-from hitl.core.live.publisher import publisher
+from hitl.core.live.publisher import is_broadcast, publisher
 from hitl.core.models import Run, Thread
 
 log = logging.getLogger(__name__)
@@ -104,11 +104,53 @@ class _Hub:
         # discard is scheduled), and the discards under way.
         self.lingering: dict[str, asyncio.TimerHandle] = {}
         self.leaving: dict[str, asyncio.Task] = {}
+        # On a single Redis, status groups are broadcast (publisher.is_broadcast): the hub
+        # hears them all on one pub/sub connection and joins none. False while that
+        # connection is down or not yet subscribed: waiters poll meanwhile.
+        self.broadcasting = channels_redis.can_broadcast(layer)
+        self.hearing = False
+        self.broadcast_task: asyncio.Task | None = None
+        self.pubsub: Any = None  # the broadcast channel's connection, while subscribed
 
     async def start(self) -> None:
         self.channel = await self.layer.new_channel()
-        self.task = asyncio.get_running_loop().create_task(self._pump())
+        loop = asyncio.get_running_loop()
+        self.task = loop.create_task(self._pump())
+        if self.broadcasting:
+            tried = asyncio.Event()
+            self.broadcast_task = loop.create_task(self._hear_broadcasts(tried))
+            await tried.wait()  # subscribed (or failed once: waiters poll until it is)
         self.ready.set()
+
+    @property
+    def listening(self) -> bool:
+        """Whether waiters may rely on messages (else they poll the database)."""
+        return self.healthy and (self.hearing or not self.broadcasting)
+
+    def is_broadcast(self, group: str) -> bool:
+        return self.broadcasting and is_broadcast(group)
+
+    async def _hear_broadcasts(self, tried: asyncio.Event) -> None:
+        """Hand every broadcast message to its waiters, subscribing again after a failure."""
+        while True:
+            pubsub = None
+            try:
+                self.pubsub = pubsub = await channels_redis.broadcasts(self.layer)
+                self.hearing = True
+                tried.set()
+                while True:
+                    self._dispatch_status(await channels_redis.next_broadcast(self.layer, pubsub))
+            except Exception:  # e.g. Redis restarting: waiters poll the database meanwhile
+                if self.hearing or not tried.is_set():
+                    log.warning("broadcast channel failed; waiters poll until it is back")
+                self.hearing = False
+                tried.set()
+            finally:
+                self.pubsub = None
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(pubsub.aclose())
+            await asyncio.sleep(POLL_SECONDS)
 
     async def _pump(self) -> None:
         while True:
@@ -125,18 +167,37 @@ class _Hub:
             self._dispatch(message)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        """A message of a group the hub joined."""
         thread_id = str(message.get("thread_id"))
         targets = set(self.waiters.get(listeners.thread_group(thread_id), ()))
+        # A run's end is for status waiters too, whichever group it came by, once (a run's
+        # start is not for them).
         if message.get("type") == "thread.changed" and is_run_end(message):
-            # (A run's start is not for status waiters, whichever group it came by.)
-            eid = message.get("eid")
-            if eid is not None:
-                if eid in self.seen:
-                    return  # the second copy, via the other thread group
-                self.seen.append(eid)
-            targets |= self.waiters.get(listeners.thread_status_group(thread_id), set())
+            if self.broadcasting:  # their copy comes by the broadcast, unless this is first
+                self._dispatch_status(message)
+            elif self._first(message):
+                targets |= self.waiters.get(listeners.thread_status_group(thread_id), set())
+            else:
+                return  # the second copy, via the other thread group
         for queue in targets:
             queue.put_nowait(message)
+
+    def _dispatch_status(self, message: dict[str, Any]) -> None:
+        """A run's end for the thread's status waiters (a broadcast, or its other copy)."""
+        if self._first(message):
+            group = listeners.thread_status_group(message.get("thread_id"))
+            for queue in self.waiters.get(group, ()):
+                queue.put_nowait(message)
+
+    def _first(self, message: dict[str, Any]) -> bool:
+        """Whether no copy of this message (by its id) came before."""
+        eid = message.get("eid")
+        if eid is None:
+            return True
+        if eid in self.seen:
+            return False
+        self.seen.append(eid)
+        return True
 
     def unhealthy(self) -> None:
         """Mark the layer as failing and rejoin every group once it answers again."""
@@ -153,7 +214,8 @@ class _Hub:
         while not self.stopping:
             try:
                 for group in list(self.waiters):
-                    await self._join(group)
+                    if not self.is_broadcast(group):
+                        await self._join(group)
             except Exception:
                 await asyncio.sleep(POLL_SECONDS)
                 continue
@@ -170,6 +232,9 @@ class _Hub:
             await layer.group_add(group, self.channel)
 
     async def add(self, group: str, queue: asyncio.Queue) -> None:
+        if self.is_broadcast(group):  # heard already: nothing to join
+            self.waiters.setdefault(group, set()).add(queue)
+            return
         lingering = self.lingering.pop(group, None)
         if lingering is not None:
             lingering.cancel()  # still a member: the last waiter left a moment ago
@@ -200,25 +265,28 @@ class _Hub:
         if queues is None:
             return
         queues.discard(queue)
-        # The server's own loop lives as long as the process: its hub keeps listening
-        # for the next waiter instead of stopping and starting again for every request,
-        # and stays in a group it no longer needs for a moment, as the next wait on the
-        # same thread (a resume after a pause) usually comes right after.
-        if asyncio.get_running_loop() is publisher.server_loop:
-            if not queues:
-                del self.waiters[group]
-                loop = asyncio.get_running_loop()
-                self.lingering[group] = loop.call_later(LINGER_SECONDS, self._leave_later, group)
-            return
+        loop = asyncio.get_running_loop()
         if not queues:
             del self.waiters[group]
-            await self._leave(group)
+            if self.is_broadcast(group):
+                pass  # never joined
+            elif loop is publisher.server_loop:
+                # The server's own loop lives as long as the process: its hub keeps
+                # listening for the next waiter instead of stopping and starting again for
+                # every request, and stays in a group it no longer needs for a moment, as
+                # the next wait on the same thread (a resume after a pause) usually comes
+                # right after.
+                self.lingering[group] = loop.call_later(LINGER_SECONDS, self._leave_later, group)
+            else:
+                await self._leave(group)
+        if loop is publisher.server_loop:
+            return
         # Checked and flagged without an await in between, so no waiter can join a
         # hub that is about to stop (add() only picks hubs that are not stopping).
         if not self.waiters and not self.stopping:
             self.stopping = True
-            if _hubs.get(asyncio.get_running_loop()) is self:
-                del _hubs[asyncio.get_running_loop()]
+            if _hubs.get(loop) is self:
+                del _hubs[loop]
             try:
                 await self.layer.send(self.channel, {"type": self.STOP})
             except Exception:  # the layer is down: stop the receiver directly
@@ -226,9 +294,13 @@ class _Hub:
                     self.task.cancel()
             if self._healing is not None:
                 self._healing.cancel()
-            if self.task is not None:
-                # Short-lived loops (async_to_sync) must not close with the task pending.
-                await asyncio.wait([self.task], timeout=5)
+            if self.broadcast_task is not None:
+                self.broadcast_task.cancel()
+            # Short-lived loops (async_to_sync) must not close with a task pending.
+            await asyncio.wait(
+                [task for task in (self.task, self.broadcast_task) if task is not None],
+                timeout=5,
+            )
 
 
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
@@ -278,7 +350,7 @@ class ThreadSubscription:
     def recheck_seconds(self) -> float:
         """How long a waiter may rely on messages before reading the database again."""
         hub = self._hub
-        return RECHECK_SECONDS if hub is not None and hub.healthy else POLL_SECONDS
+        return RECHECK_SECONDS if hub is not None and hub.listening else POLL_SECONDS
 
     async def get(self, timeout: float) -> dict[str, Any] | None:
         """The next message, or None after `timeout` seconds."""

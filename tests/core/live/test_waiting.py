@@ -36,7 +36,8 @@ def test_status_waiters_skip_streamed_events_and_get_each_change_once():
             change["eid"] = uuid.uuid4().hex
             # Published to both groups, as events.publish_thread_changed does.
             await layer.group_send(listeners.thread_group(thread_id), change)
-            await layer.group_send(listeners.thread_status_group(thread_id), change)
+            # The status group's copy is broadcast: the one way there (groups_send).
+            await _group_send_all(layer, [((listeners.thread_status_group(thread_id),), change)])
             return await _drain(full, 0.5), await _drain(status, 0.2)
 
     full_got, status_got = asyncio.run(scenario())
@@ -204,7 +205,8 @@ def test_the_servers_loop_keeps_one_hub_for_every_waiter():
                 second = waiting._hubs.get(loop)
             kept = first is second and not first.stopping and not first.task.done()
             await first.layer.send(first.channel, {"type": first.STOP})  # end it here
-            await asyncio.wait([first.task], timeout=5)
+            first.broadcast_task.cancel()
+            await asyncio.wait([first.task, first.broadcast_task], timeout=5)
             return kept
         finally:
             publisher.bind_loop(None)
@@ -218,7 +220,7 @@ def test_another_loops_hub_stops_with_its_last_waiter():
     async def scenario():
         async with ThreadSubscription(uuid.uuid4(), status_only=True):
             hub = waiting._hubs.get(asyncio.get_running_loop())
-        return hub.stopping and hub.task.done()
+        return hub.stopping and hub.task.done() and hub.broadcast_task.done()
 
     assert asyncio.run(scenario()) is True
 
@@ -285,16 +287,16 @@ def test_waiting_for_a_thread_to_become_busy_hears_its_runs_start(
 
 
 def test_the_server_hub_stays_in_a_group_a_moment_after_its_last_waiter(monkeypatch):
-    """On the server's loop, a wait on a thread right after another (a resume after its
-    pause) finds the hub still in the group: no join, nothing missed; the hub leaves
-    once nobody came back for LINGER_SECONDS, and the next waiter joins anew."""
+    """On the server's loop, a wait on a thread right after another (a stream joined
+    right after the last) finds the hub still in the group: no join, nothing missed; the
+    hub leaves once nobody came back for LINGER_SECONDS, and the next waiter joins anew."""
     from channels.layers import get_channel_layer
 
     from hitl.core.live import waiting
 
     monkeypatch.setattr(waiting, "LINGER_SECONDS", 0.4)
     thread_id = uuid.uuid4()
-    group = listeners.thread_status_group(thread_id)
+    group = listeners.thread_group(thread_id)
 
     async def scenario():
         loop = asyncio.get_running_loop()
@@ -302,31 +304,90 @@ def test_the_server_hub_stays_in_a_group_a_moment_after_its_last_waiter(monkeypa
         layer = get_channel_layer()
         redis = layer.connection(0)
         key = layer._group_key(group)
-        change = {"type": "thread.changed", "thread_id": str(thread_id), "status": "done"}
-        async with ThreadSubscription(thread_id, status_only=True):
+        change = {"type": "thread.changed", "thread_id": str(thread_id), "status": "busy"}
+        async with ThreadSubscription(thread_id):
             hub = waiting._hubs[loop]
             joined = await redis.zscore(key, hub.channel)
         assert await redis.zscore(key, hub.channel) == joined  # still in it
-        async with ThreadSubscription(thread_id, status_only=True) as again:
-            await layer.group_send(group, {**change, "eid": uuid.uuid4().hex})
+        async with ThreadSubscription(thread_id) as again:
+            await layer.group_send(group, change)
             heard = await _drain(again, 0.3)
             rejoined = await redis.zscore(key, hub.channel)
         await asyncio.sleep(0.8)
         left = await redis.zscore(key, hub.channel)
-        async with ThreadSubscription(thread_id, status_only=True) as later:
-            await layer.group_send(group, {**change, "eid": uuid.uuid4().hex})
+        async with ThreadSubscription(thread_id) as later:
+            await layer.group_send(group, change)
             heard_later = await _drain(later, 0.3)
             joined_later = await redis.zscore(key, hub.channel)
         await asyncio.sleep(0.8)
         hub.task.cancel()
+        hub.broadcast_task.cancel()
+        await asyncio.wait([hub.task, hub.broadcast_task])
         return joined, heard, rejoined, left, heard_later, joined_later
 
     joined, heard, rejoined, left, heard_later, joined_later = asyncio.run(scenario())
     assert joined is not None and rejoined == joined  # the second waiter did not join
-    assert [m["status"] for m in heard] == ["done"]
+    assert [m["status"] for m in heard] == ["busy"]
     assert left is None  # gone once nobody came back
-    assert [m["status"] for m in heard_later] == ["done"]
+    assert [m["status"] for m in heard_later] == ["busy"]
     assert joined_later is not None and joined_later > joined
+
+
+def test_a_status_waiter_joins_no_group_and_hears_the_run_end_broadcast():
+    """On one Redis, a run's end reaches status waiters on the layer's pub/sub channel,
+    with what the waiter answers from: no group joined or left per wait."""
+    from channels.layers import get_channel_layer
+
+    from hitl.core.live import waiting
+
+    thread_id, run_id = uuid.uuid4(), uuid.uuid4()
+    end = events.run_end_summary(run_id=run_id, status="success", values={"n": 1}, interrupts=[])
+
+    async def scenario():
+        layer = get_channel_layer()
+        key = layer._group_key(listeners.thread_status_group(thread_id))
+        async with ThreadSubscription(thread_id, status_only=True) as status:
+            hub = waiting._hubs[asyncio.get_running_loop()]
+            members = await layer.connection(0).zcard(key)
+            events.publish_thread_changed(
+                thread_id=thread_id, status="idle", requester_id=None, run_end=end
+            )
+            got = await status.get(20)
+            return hub.hearing, status.recheck_seconds, members, got
+
+    hearing, recheck, members, got = asyncio.run(scenario())
+    assert hearing is True and recheck == waiting.RECHECK_SECONDS
+    assert members == 0
+    assert got is not None and got["status"] == "idle" and got["run_end"] == end
+
+
+def test_the_hub_subscribes_again_when_its_broadcast_connection_drops():
+    """Redis dropped the hub's pub/sub connection: the hub subscribes again, and the
+    next broadcast reaches the waiter (who polls the database meanwhile)."""
+    from channels.layers import get_channel_layer
+
+    from hitl.core.live import waiting
+
+    thread_id = uuid.uuid4()
+
+    async def scenario():
+        layer = get_channel_layer()
+        async with ThreadSubscription(thread_id, status_only=True) as status:
+            hub = waiting._hubs[asyncio.get_running_loop()]
+            first = hub.pubsub
+            host, port = first.connection._writer.get_extra_info("sockname")[:2]
+            await layer.connection(0).execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
+            # Until it has subscribed again, a broadcast may go unheard: send one each turn.
+            deadline = asyncio.get_running_loop().time() + 30
+            got = None
+            while got is None and asyncio.get_running_loop().time() < deadline:
+                events.publish_thread_changed(thread_id=thread_id, status="idle", requester_id=None)
+                got = await status.get(0.5)
+            return first, hub.pubsub, got
+
+    first, second, got = asyncio.run(scenario())
+    assert got is not None and got["status"] == "idle"
+    assert second is not None and second is not first  # a new subscription
 
 
 def test_a_runs_queued_events_are_read_even_when_its_end_is_read_first(transactional_db, requester):
