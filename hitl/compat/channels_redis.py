@@ -15,12 +15,15 @@ round trip, and every process that listens there (`broadcasts`) hears all of the
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
+
+log = logging.getLogger(__name__)
 
 VERSION = "4.3"
 
@@ -213,5 +216,12 @@ async def next_broadcast(layer: RedisChannelLayer, pubsub: Any) -> dict[str, Any
     fails: the caller subscribes again)."""
     while True:
         message = await pubsub.get_message(timeout=None)
-        if message is not None and message["type"] == "message":
-            return layer.deserialize(message["data"])
+        if message is None or message["type"] != "message":
+            continue
+        try:
+            decoded = layer.deserialize(message["data"])
+        except Exception:  # not one of groups_send's: not for us
+            decoded = None
+        if isinstance(decoded, dict):
+            return decoded
+        log.warning("skipped a message on %s that is not the layer's", broadcast_channel(layer))

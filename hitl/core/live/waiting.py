@@ -183,10 +183,11 @@ class _Hub:
             queue.put_nowait(message)
 
     def _dispatch_status(self, message: dict[str, Any]) -> None:
-        """A run's end for the thread's status waiters (a broadcast, or its other copy)."""
-        if self._first(message):
-            group = listeners.thread_status_group(message.get("thread_id"))
-            for queue in self.waiters.get(group, ()):
+        """A run's end for the thread's status waiters (a broadcast, or its other copy).
+        Every run's end comes by the broadcast: only those waited for here are kept."""
+        queues = self.waiters.get(listeners.thread_status_group(message.get("thread_id")))
+        if queues and self._first(message):
+            for queue in queues:
                 queue.put_nowait(message)
 
     def _first(self, message: dict[str, Any]) -> bool:

@@ -390,6 +390,33 @@ def test_the_hub_subscribes_again_when_its_broadcast_connection_drops():
     assert second is not None and second is not first  # a new subscription
 
 
+def test_a_foreign_message_on_the_broadcast_channel_is_skipped(caplog):
+    """What groups_send did not publish is not for the hub: it is skipped and logged,
+    and the hub goes on hearing on the same subscription."""
+    from channels.layers import get_channel_layer
+
+    from hitl.compat import channels_redis
+    from hitl.core.live import waiting
+
+    thread_id = uuid.uuid4()
+
+    async def scenario():
+        layer = get_channel_layer()
+        async with ThreadSubscription(thread_id, status_only=True) as status:
+            hub = waiting._hubs[asyncio.get_running_loop()]
+            before = hub.pubsub
+            channel = channels_redis.broadcast_channel(layer)
+            await layer.connection(0).publish(channel, b"\x00not msgpack\xff")
+            events.publish_thread_changed(thread_id=thread_id, status="idle", requester_id=None)
+            got = await status.get(20)
+            return before, hub.pubsub, got
+
+    before, after, got = asyncio.run(scenario())
+    assert got is not None and got["status"] == "idle"
+    assert after is before
+    assert "not the layer's" in caplog.text
+
+
 def test_a_runs_queued_events_are_read_even_when_its_end_is_read_first(transactional_db, requester):
     """A busy server may read a run's end in the database (after the "busy" change)
     before it reads the RUN_STARTED and events already queued for it: they still reach
