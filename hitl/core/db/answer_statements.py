@@ -74,16 +74,30 @@ def _save_with_audit_part(
 ) -> tuple[str, dict[str, Any]]:
     """The CTEs `u` (the row's update) and `a` (the event's insert, when `u` updated a
     row) of save_with_audit, with their parameters."""
-    opts = type(obj)._meta
+    sql, updated, audit_fields = _save_with_audit_sql(type(obj), tuple(fields))
     params: dict[str, Any] = {"pk": obj.pk}
-    sets = []
-    for i, name in enumerate(fields):
-        field = opts.get_field(name)
+    for i, field in enumerate(updated):
         params[f"u{i}"] = field.get_db_prep_save(field.pre_save(obj, False), connection)
-        sets.append(f'"{field.column}" = %(u{i})s::{field.db_type(connection)}')
-    audit_fields = [f for f in AuditEvent._meta.concrete_fields if f is not AuditEvent._meta.pk]
     for i, field in enumerate(audit_fields):
         params[f"a{i}"] = field.get_db_prep_save(field.pre_save(event, True), connection)
+    return sql, params
+
+
+@cache
+def _save_with_audit_sql(
+    model: type[Model], fields: tuple[str, ...]
+) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+    """_save_with_audit_part's SQL for `fields` of `model`, built once, with the fields
+    whose parameters it takes."""
+    opts = model._meta
+    updated = tuple(opts.get_field(name) for name in fields)
+    sets = [
+        f'"{field.column}" = %(u{i})s::{field.db_type(connection)}'
+        for i, field in enumerate(updated)
+    ]
+    audit_fields = tuple(
+        f for f in AuditEvent._meta.concrete_fields if f is not AuditEvent._meta.pk
+    )
     columns = ", ".join(f'"{f.column}"' for f in audit_fields)
     values = ", ".join(f"%(a{i})s::{f.db_type(connection)}" for i, f in enumerate(audit_fields))
     sql = f"""u AS (
@@ -93,7 +107,7 @@ def _save_with_audit_part(
             INSERT INTO "{AuditEvent._meta.db_table}" ({columns}) SELECT {values} FROM u
             RETURNING 1
         )"""
-    return sql, params
+    return sql, updated, audit_fields
 
 
 def save_with_audit(obj: Model, fields: list[str], event: AuditEvent) -> bool:
