@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import collections
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
+import tempfile
+from pathlib import Path
 
 import httpx
 import pytest
@@ -67,10 +71,12 @@ def embedded_counted(tmp_path):
     next(serving, None)
 
 
-def _serve(
-    tmp_path, launcher: list[str] | None = None, procs: list | None = None, **extra_env: str
-):
-    var = tmp_path / "var"
+# A var dir migrated and holding the demo reviewer, made once per test process: each
+# server starts from a copy of it rather than migrating a database of its own.
+_template: Path | None = None
+
+
+def _service_free_env(var: Path, **extra_env: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
     env.update(
         {
@@ -80,18 +86,40 @@ def _serve(
             **extra_env,
         }
     )
-    manage = [PYTHON, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    return env
+
+
+def _migrated_template() -> Path:
+    """The template: `make run`'s own steps (migrate, demo_setup), run once."""
+    global _template
+    if _template is None:
+        made = Path(tempfile.mkdtemp(prefix="hitl-embedded-"))
+        atexit.register(shutil.rmtree, made, True)
+        env = _service_free_env(made / "var")
+        manage = [PYTHON, str(ROOT / "manage.py")]
+        subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+        setup = subprocess.run(
+            [*manage, "demo_setup", "--token-file", str(made / "token")],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        assert "Demo reviewer: reviewer /" in setup.stdout
+        _template = made
+    return _template
+
+
+def _serve(
+    tmp_path, launcher: list[str] | None = None, procs: list | None = None, **extra_env: str
+):
+    var = tmp_path / "var"
+    template = _migrated_template()
+    shutil.copytree(template / "var", var)
     token_file = tmp_path / "token"
-    setup = subprocess.run(
-        [*manage, "demo_setup", "--token-file", str(token_file)],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    assert "Demo reviewer: reviewer /" in setup.stdout
+    shutil.copyfile(template / "token", token_file)
+    env = _service_free_env(var, **extra_env)
 
     port = free_port()
     proc = spawn(
