@@ -8,6 +8,7 @@ allows with HITL_WEBHOOK_ALLOW_PRIVATE), with a short backoff.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -20,7 +21,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import BIN, free_port, service_env, spawn, start_celery_worker, wait_for
+from tests.conftest import (
+    BIN,
+    free_port,
+    service_env,
+    spawn,
+    start_celery_worker,
+    stop_together,
+    wait_for,
+)
 
 WEBHOOK_SECRET = "h6-test-webhook-secret"
 STACK_ENV = {
@@ -44,6 +53,13 @@ class Stack:
 
 def start_daphne(database_url: str, log: Path, *, port: int | None = None, **extra_env: str):
     """daphne on `port` (a free one by default; a restart passes the old one)."""
+    proc, base_url, listening = _spawn_daphne(database_url, log, port=port, **extra_env)
+    listening()
+    return proc, base_url
+
+
+def _spawn_daphne(database_url: str, log: Path, *, port: int | None = None, **extra_env: str):
+    """daphne started; the third value waits until it listens."""
     port = port or free_port()
     proc = spawn(
         [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
@@ -52,26 +68,38 @@ def start_daphne(database_url: str, log: Path, *, port: int | None = None, **ext
     )
 
     def up() -> bool:
+        assert proc.popen.poll() is None, proc.output()[-3000:]
         with socket.socket() as sock:
             return sock.connect_ex(("127.0.0.1", port)) == 0
 
-    wait_for(up, 30, 0.1, "daphne to listen")
-    return proc, f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}", lambda: wait_for(up, 30, 0.1, "daphne to listen")
+
+
+@contextlib.contextmanager
+def running_stack(database_url: str, log_dir: Path, *, name: str, **env: str) -> Iterator[Stack]:
+    """daphne + one Celery worker (concurrency 2), started side by side and stopped
+    together: each takes seconds to start."""
+    server, base_url, listening = _spawn_daphne(database_url, log_dir / "daphne.log", **env)
+    try:
+        worker = start_celery_worker(
+            database_url, log_dir / "celery.log", name=name, concurrency=2, **env
+        )
+    except BaseException:
+        server.stop()
+        raise
+    try:
+        listening()
+        yield Stack(base_url=base_url, log_dir=log_dir)
+    finally:
+        stop_together(server, worker)
 
 
 @pytest.fixture(scope="module")
 def stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
     """daphne + one Celery worker on the test database, for the whole module."""
     log_dir = tmp_path_factory.mktemp("stack")
-    worker = start_celery_worker(
-        test_database_url, log_dir / "celery.log", name="h6api", concurrency=2, **STACK_ENV
-    )
-    server, base_url = start_daphne(test_database_url, log_dir / "daphne.log", **STACK_ENV)
-    try:
-        yield Stack(base_url=base_url, log_dir=log_dir)
-    finally:
-        server.stop()
-        worker.stop()
+    with running_stack(test_database_url, log_dir, name="h6api", **STACK_ENV) as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -90,15 +118,8 @@ def parity_stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
 
     env = {**STACK_ENV, "HITL_EXTRA_GRAPHS": PARITY_GRAPHS}
     log_dir = tmp_path_factory.mktemp("parity")
-    worker = start_celery_worker(
-        test_database_url, log_dir / "celery.log", name="parity", concurrency=2, **env
-    )
-    server, base_url = start_daphne(test_database_url, log_dir / "daphne.log", **env)
-    try:
-        yield Stack(base_url=base_url, log_dir=log_dir)
-    finally:
-        server.stop()
-        worker.stop()
+    with running_stack(test_database_url, log_dir, name="parity", **env) as stack:
+        yield stack
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 from hitl.core.models import AuditEvent, HumanInterrupt, Thread
 from tests.api.client_graphs import CLIENT_GRAPHS, EMAIL_ARGS
-from tests.api.conftest import STACK_ENV, Stack, sdk_client, start_daphne, token_for
-from tests.conftest import ROOT, start_celery_worker
+from tests.api.conftest import STACK_ENV, Stack, running_stack, sdk_client, token_for
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.postgres
 
@@ -28,15 +28,8 @@ CLIENT_ENV = {
 def client_stack(test_database_url, tmp_path_factory) -> Iterator[Stack]:
     """daphne + one Celery worker that both know the client test graphs."""
     log_dir = tmp_path_factory.mktemp("clients")
-    worker = start_celery_worker(
-        test_database_url, log_dir / "celery.log", name="w16clients", concurrency=2, **CLIENT_ENV
-    )
-    server, base_url = start_daphne(test_database_url, log_dir / "daphne.log", **CLIENT_ENV)
-    try:
-        yield Stack(base_url=base_url, log_dir=log_dir)
-    finally:
-        server.stop()
-        worker.stop()
+    with running_stack(test_database_url, log_dir, name="w16clients", **CLIENT_ENV) as stack:
+        yield stack
 
 
 @pytest.fixture
