@@ -515,12 +515,20 @@ class Proc:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
-        if self.popen.poll() is not None:
-            return
+        self.ask_to_stop(sig)
+        self.wait_stopped(timeout)
+
+    def ask_to_stop(self, sig: int = signal.SIGTERM) -> None:
+        """Send `sig` to the process group, unless it has exited."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+
+    def wait_stopped(self, timeout: float = 15) -> None:
+        """Wait for the process to exit; past `timeout`, kill its group."""
         try:
-            os.killpg(self.popen.pid, sig)
             self.popen.wait(timeout=timeout)
-        except (subprocess.TimeoutExpired, ProcessLookupError):
+        except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait(timeout=5)
@@ -529,11 +537,9 @@ class Proc:
 def stop_together(*procs: Proc) -> None:
     """Stop processes side by side: each is asked at once, then each awaited."""
     for proc in procs:
-        if proc.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.popen.pid, signal.SIGTERM)
+        proc.ask_to_stop()
     for proc in procs:
-        proc.stop()
+        proc.wait_stopped()
 
 
 def spawn(args: list[str], env: dict[str, str], log: Path) -> Proc:

@@ -193,14 +193,11 @@ def broadcast_channel(layer: RedisChannelLayer) -> str:
     return f"{layer.prefix}:broadcast"
 
 
-async def broadcasts(layer: RedisChannelLayer) -> Any | None:
-    """A pub/sub connection to the broadcast channel, returned once Redis has confirmed
-    the subscription (so nothing published after this returns is missed); None on a
-    sharded layer, whose groups_send publishes nothing."""
-    connection = single_connection(layer)
-    if connection is None:
-        return None
-    pubsub = connection.pubsub()
+async def broadcasts(layer: RedisChannelLayer) -> Any:
+    """A pub/sub connection to the broadcast channel of a layer that can_broadcast,
+    returned once Redis has confirmed the subscription (so nothing published after this
+    returns is missed)."""
+    pubsub = layer.connection(0).pubsub()
     try:
         await pubsub.subscribe(broadcast_channel(layer))
         while (await pubsub.get_message(timeout=None) or {}).get("type") != "subscribe":

@@ -135,10 +135,11 @@ def scripted_unacked() -> None:
     by one script call each instead of a MULTI/EXEC pipeline of four commands.
 
     With late ack every run task is appended on delivery and removed on ack: 16 Redis
-    commands per approval cycle become 4, and each task costs about 58 µs less CPU
-    (a loop of 2,000 deliveries; docs/benchmarks.md). The entries are the same (the sorted-set score, the hash's JSON), written as atomically,
-    so kombu's restore of unacked messages reads them unchanged. A removal inside
-    kombu's own restore transaction keeps kombu's pipeline.
+    commands per approval cycle become 4, and each task costs about 58 µs less CPU (a
+    loop of 2,000 deliveries; docs/benchmarks.md). The entries are the same (the
+    sorted-set score, the hash's JSON), written as atomically, so kombu's restore of
+    unacked messages reads them unchanged. A removal inside kombu's own restore
+    transaction keeps kombu's pipeline.
     """
     from kombu.transport import redis as kombu_redis
     from kombu.transport import virtual
