@@ -189,8 +189,13 @@ def can_broadcast(layer: Any) -> bool:
 
 
 def broadcast_channel(layer: RedisChannelLayer) -> str:
-    """The pub/sub channel on which groups_send publishes broadcast groups' messages."""
-    return f"{layer.prefix}:broadcast"
+    """The pub/sub channel on which groups_send publishes broadcast groups' messages.
+
+    Redis's pub/sub channels are the server's, not a database's: the database number is
+    part of the name, so layers that share a Redis in different databases (two
+    deployments, or the test suite's workers) do not hear each other."""
+    db = layer.connection(0).connection_pool.connection_kwargs.get("db") or 0
+    return f"{layer.prefix}:broadcast:{db}"
 
 
 async def broadcasts(layer: RedisChannelLayer) -> Any:

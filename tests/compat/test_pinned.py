@@ -98,6 +98,41 @@ def test_a_burst_reaches_each_member_in_order_as_the_layers_own_sends_do():
     assert nobody == [True]
 
 
+@pytest.mark.postgres
+def test_a_broadcast_is_heard_on_its_own_redis_database_only():
+    """Redis's pub/sub channels span its databases: a layer in another database (another
+    deployment on the same Redis) does not hear this one's broadcasts."""
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis")
+    from urllib.parse import urlsplit
+
+    url = settings.REDIS_URL
+    db = int(urlsplit(url).path.strip("/") or 0)
+    other_url = url.rsplit("/", 1)[0] + f"/{(db + 1) % 16}"  # only pub/sub: no key is written
+
+    async def scenario() -> tuple[list, list]:
+        here = RedisChannelLayer(hosts=[url], prefix="pin")
+        there = RedisChannelLayer(hosts=[other_url], prefix="pin")
+        assert channels_redis.broadcast_channel(here) != channels_redis.broadcast_channel(there)
+        heard_here = await channels_redis.broadcasts(here)
+        heard_there = await channels_redis.broadcasts(there)
+        everyone = lambda group: True  # noqa: E731
+        await channels_redis.groups_send(here, [(("pin-b",), {"type": "n", "n": 1})], everyone)
+        await channels_redis.groups_send(there, [(("pin-b",), {"type": "n", "n": 2})], everyone)
+        # Delivered in publish order: were the first heard over there, it would come first.
+        got = [await asyncio.wait_for(channels_redis.next_broadcast(here, heard_here), 10)]
+        got_there = [await asyncio.wait_for(channels_redis.next_broadcast(there, heard_there), 10)]
+        for pubsub in (heard_here, heard_there):
+            await pubsub.aclose()
+        await here.close_pools()
+        await there.close_pools()
+        return got, got_there
+
+    got, got_there = asyncio.run(scenario())
+    assert [m["n"] for m in got] == [1]
+    assert [m["n"] for m in got_there] == [2]
+
+
 def test_daphne_requests_leave_post_bodies_to_django():
     from daphne import http_protocol
 
