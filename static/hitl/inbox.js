@@ -242,8 +242,8 @@
     slot.append(" ", chip);
   }
 
-  document.addEventListener("hitl:inbox", function (event) {
-    const message = event.detail;
+  document.addEventListener("hitl:inbox", function (event) { onInboxMessage(event.detail); });
+  function onInboxMessage(message) {
     const kind = inbox.dataset.kind;
     if (message.type === "interrupt.snoozed") {
       // Set aside or taken back, maybe in another tab: whether the row is listed, its
@@ -252,6 +252,7 @@
     } else if (message.type === "interrupt.changed") {
       if (message.status === "pending") {
         if (!message.html) return;
+        if (pendingWhileFetching) pendingWhileFetching.push(message.interrupt_id);
         const existing = document.getElementById("row-" + message.interrupt_id);
         if (!existing && message.change) {
           // A claim or release of a row not listed here: it may be one this reviewer set
@@ -284,16 +285,19 @@
       else if (existing) removeRow(message.thread_id);
       else if (fits && matches(row)) place(row);
     }
-  });
+  }
 
   // After a dropped socket, fetch the list again: events may have been missed.
   // The first hello resyncs too: the page was rendered before the socket subscribed.
-  // Items answered while the list is being fetched: the list may have been rendered
-  // before, and must not bring them back.
+  // Items answered or pushed while the list is being fetched: the list may have been
+  // rendered before, and must neither bring the answered back nor drop the pushed.
   let answeredWhileFetching = null;
+  let pendingWhileFetching = null;
   document.addEventListener("hitl:inbox-open", function () { resync(); });
   async function resync() {
     const answeredNow = (answeredWhileFetching = new Set());
+    const pendingNow = (pendingWhileFetching = []);
+    let readAgain = false;
     try {
       const response = await fetch(inbox.dataset.partialUrl, { credentials: "same-origin" });
       if (!response.ok) return;
@@ -307,13 +311,19 @@
         const stale = document.getElementById("row-" + id);
         if (stale) { stale.remove(); setCount(-1); }
       });
+      // A row pushed meanwhile may be missing from (or older in) what was read: read
+      // the list again, now that it is sure to hold it.
+      if (pendingNow.length) readAgain = true;
       const again = before ? document.getElementById(before.id) : null;
       if (again) selected = rows().indexOf(again);
       select(selected, false);
       syncEmpty();
     } catch (e) { /* the next reconnect tries again */ } finally {
       if (answeredWhileFetching === answeredNow) answeredWhileFetching = null;
+      if (pendingWhileFetching === pendingNow) pendingWhileFetching = null;
     }
+    if (readAgain) resync();
+    else document.dispatchEvent(new CustomEvent("hitl:resynced"));
   }
 
   select(0, false);

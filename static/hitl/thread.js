@@ -384,7 +384,17 @@
     if (wasSelected) select(fresh, false);
   }
 
+  // Live messages in arrival order, and the last one about each card and about the
+  // thread's status: a resync answered with what was read before one of them arrived
+  // must not undo it (take back a card it added, bring back one it retired).
+  let heard = 0;
+  const heardAt = {};
+  let statusHeardAt = 0;
+
   function onMessage(message) {
+    heard += 1;
+    if (message.interrupt_id) heardAt[message.interrupt_id] = heard;
+    if (message.type === "thread.changed") statusHeardAt = heard;
     if (message.type === "thread.event") onEvent(message.event || {});
     else if (message.type === "interrupt.progress") {
       HITL.approvalProgress(message);
@@ -409,11 +419,13 @@
   }
 
   async function resync() {
+    const asked = heard;
+    const newer = function (id) { return (heardAt[id] || 0) > asked; };
     try {
       const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
       if (!response.ok) { await sayIfSignedOut(response); return; }
       const data = await response.json();
-      root.dataset.status = data.status;
+      if (statusHeardAt <= asked) root.dataset.status = data.status;
       Object.keys(data.sections).forEach(function (name) {
         // Untouched sections keep their DOM (no image reloads, no lost <details> state).
         const el = document.getElementById("section-" + name);
@@ -421,11 +433,18 @@
       });
       setSections(data.sections);
       const live = {};
-      data.interrupts.forEach(function (item) { live[item.id] = true; addCard(item.id, item.html, true); });
-      cards().forEach(function (card) {
-        if (!live[card.dataset.interrupt]) retireCard(card.dataset.interrupt);
+      data.interrupts.forEach(function (item) {
+        live[item.id] = true;
+        if (!newer(item.id)) addCard(item.id, item.html, true);
       });
+      cards().forEach(function (card) {
+        const id = card.dataset.interrupt;
+        if (!live[id] && !newer(id)) retireCard(id);
+      });
+      // The sections just set may predate a message heard meanwhile: read them again.
+      if (heard !== asked) refreshSections();
     } catch (e) { /* the next reconnect tries again */ }
+    document.dispatchEvent(new CustomEvent("hitl:resynced"));
   }
 
   HITL.thread = HITL.connect("thread", root.dataset.socket, {

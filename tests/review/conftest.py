@@ -22,10 +22,12 @@ def open_interrupts(
     graph: str = "approval",
     title: str = "",
     schemas: list[Any] | None = None,
+    thread=None,
 ):
-    """A thread paused on the given interrupt values (no graph runs: the run is recorded
-    as if a worker had streamed it), returning (thread, rows in creation order)."""
-    run = runs.run_start(graph=graph, input={}, user=user, title=title or graph)
+    """A thread (a new one, or `thread` run again) paused on the given interrupt values
+    (no graph runs: the run is recorded as if a worker had streamed it), returning
+    (thread, this run's rows in creation order)."""
+    run = runs.run_start(graph=graph, input={}, user=user, title=title or graph, thread=thread)
     lease.run_lease_take(run_id=run.pk, worker=WORKER)
     schemas = schemas or [None] * len(values)
     pauses_record.run_finish(
@@ -36,7 +38,8 @@ def open_interrupts(
     )
     thread = run.thread
     thread.refresh_from_db()
-    return thread, list(thread.interrupts.order_by("created_at", "interrupt_id", "position"))
+    rows = thread.interrupts.filter(run_id=run.pk)
+    return thread, list(rows.order_by("created_at", "interrupt_id", "position"))
 
 
 def human_interrupt(action: str = "send_email", args: dict | None = None, **extra) -> dict:

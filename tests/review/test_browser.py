@@ -7,7 +7,9 @@ drives it, no browser is downloaded. Screenshots land in test-artifacts/.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,3 +211,104 @@ def test_keyboard_race_and_resync(asgi_server, browser_page, reviewer, second_re
     sam.wait_for_selector("#live-indicator[data-state=live]")
     assert_not_reloaded(sam)
     assert rita.errors == [] and sam.errors == []
+
+
+# Counts the page's resyncs (a full read of what it shows, on every socket hello).
+COUNT_RESYNCS = (
+    "window.__resynced = 0;"
+    "document.addEventListener('hitl:resynced', function () { window.__resynced += 1; });"
+)
+
+
+def hold_next_read(page, matches) -> tuple[Any, Any]:
+    """Hold the page's next request that `matches`; return it, answered from the server
+    as it is now, once the page has sent it. The test fulfils it when it likes."""
+    held: list = []
+
+    def hold(route) -> None:
+        if held:
+            route.continue_()  # the ones after it go through
+        else:
+            held.append(route)
+
+    page.route(matches, hold)
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not held:  # the handler runs while Playwright is called: give it turns
+        assert time.monotonic() < deadline, "the page never asked"
+        page.wait_for_timeout(10)
+    route = held[0]
+    return route, route.fetch()
+
+
+def test_a_card_pushed_while_the_thread_page_resyncs_stays(
+    asgi_server, browser_page, reviewer, settings
+):
+    """A hello makes the page read its cards again. A card the socket brings while that
+    read is on its way is newer than the read: its answer does not take the card away."""
+    settings.HITL_EXECUTOR = "manual"  # nothing resumes; the test plays the worker
+    thread, _ = open_interrupts(user=reviewer, values=[], title="Held resync")
+    page = browser_page(asgi_server, "rita")
+    page.context.add_init_script(COUNT_RESYNCS)
+    page.goto(f"/threads/{thread.pk}/")
+    page.wait_for_function("() => window.__resynced === 1")
+    live = page.get_attribute("#thread", "data-live-url")
+
+    page.evaluate("HITL.thread.drop()")
+    route, stale = hold_next_read(page, lambda url: url.endswith(live))
+    assert stale.json()["interrupts"] == []
+    _, (row,) = open_interrupts(user=reviewer, values=[human_interrupt()], thread=thread)
+    page.wait_for_selector(f"#interrupt-{row.pk} button[data-action=accept]")
+    route.fulfill(response=stale)
+    page.wait_for_function("() => window.__resynced === 2")
+    assert page.is_visible(f"#interrupt-{row.pk}:not(.lost) button[data-action=accept]")
+    assert page.errors == []
+
+
+def test_a_row_pushed_while_the_inbox_resyncs_stays(asgi_server, browser_page, reviewer, settings):
+    """The inbox's list read on a hello replaces the rows; one the socket pushed while the
+    read was on its way is not in it, so the inbox reads once more and shows it."""
+    settings.HITL_EXECUTOR = "manual"
+    open_interrupts(user=reviewer, values=[human_interrupt("archive")], title="Listed")
+    page = browser_page(asgi_server, "rita")
+    page.context.add_init_script(COUNT_RESYNCS)
+    page.goto("/")
+    page.wait_for_function("() => window.__resynced === 1")
+    assert page.inner_text("#pending-badge") == "1"
+
+    page.evaluate("HITL.inbox.drop()")
+    route, stale = hold_next_read(page, lambda url: "partial=1" in url)
+    _, (row,) = open_interrupts(user=reviewer, values=[human_interrupt()], title="Pushed")
+    page.wait_for_selector(f"#row-{row.pk}")
+    assert f"row-{row.pk}" not in stale.text()
+    route.fulfill(response=stale)
+    page.wait_for_function("() => window.__resynced === 2")
+    assert page.is_visible(f"#row-{row.pk}")
+    assert page.inner_text("#pending-badge") == "2"
+    assert page.errors == []
+
+
+def test_a_card_answered_while_the_thread_page_resyncs_stays_gone(
+    asgi_server, browser_page, reviewer, settings
+):
+    """The other way round: a card the socket retired while the read was on its way is
+    still pending in that read, and does not come back."""
+    settings.HITL_EXECUTOR = "manual"
+    thread, (first, second) = open_interrupts(
+        user=reviewer, values=[human_interrupt(), human_interrupt("archive")], title="Two"
+    )
+    page = browser_page(asgi_server, "rita")
+    page.context.add_init_script(COUNT_RESYNCS)
+    page.goto(f"/threads/{thread.pk}/")
+    page.wait_for_function("() => window.__resynced === 1")
+    live = page.get_attribute("#thread", "data-live-url")
+
+    page.evaluate("HITL.thread.drop()")
+    route, stale = hold_next_read(page, lambda url: url.endswith(live))
+    assert len(stale.json()["interrupts"]) == 2
+    decisions.interrupt_resolve(interrupt_id=first.pk, user=reviewer, response_type="accept")
+    page.wait_for_selector(f"#interrupt-{first.pk}", state="detached")
+    route.fulfill(response=stale)
+    page.wait_for_function("() => window.__resynced === 2")
+    assert page.query_selector(f"#interrupt-{first.pk}") is None
+    assert page.is_visible(f"#interrupt-{second.pk} button[data-action=accept]")
+    assert page.errors == []
