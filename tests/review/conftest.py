@@ -15,6 +15,18 @@ from hitl.core.worker import lease, pauses_record
 WORKER = "ui-tests"
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A browser test that failed says what its pages showed at that moment."""
+    report = yield
+    pages = getattr(item, "funcargs", {}).get("browser_page")
+    if report.when == "call" and report.failed and pages is not None:
+        from tests.review.test_browser import describe_pages
+
+        report.sections.append(("browser pages", describe_pages(pages)))
+    return report
+
+
 def open_interrupts(
     *,
     user,

@@ -68,9 +68,31 @@ def browser_page(chromium, monkeypatch):
         page.wait_for_url(base_url + "/")
         return page
 
+    new_page.contexts = contexts  # read by describe_pages when the test fails
     yield new_page
     for context in contexts:
         context.close()
+
+
+def describe_pages(new_page) -> str:
+    """What each of a failed test's pages showed: its address, its sockets' states, its
+    cards and rows, and the errors it threw (the report says what went wrong there)."""
+    lines = []
+    for context in getattr(new_page, "contexts", []):
+        for page in context.pages:
+            try:
+                shown = page.evaluate(
+                    """() => ({
+                      live: Array.from(document.querySelectorAll("[data-state]"))
+                        .map(e => e.id + "=" + e.dataset.state),
+                      items: Array.from(document.querySelectorAll("article.interrupt, tr.row"))
+                        .map(e => e.id + (e.className ? "." + e.className.split(" ").join(".") : "")),
+                    })"""
+                )
+            except Exception as exc:  # a page that is navigating or crashed
+                shown = f"unreadable: {exc}"
+            lines.append(f"{page.url}: {shown}; errors {getattr(page, 'errors', [])}")
+    return "\n".join(lines)
 
 
 def shot(page, name: str) -> None:
