@@ -262,6 +262,20 @@ def hold_next_read(page, matches) -> tuple[Any, Any]:
     return route, route.fetch()
 
 
+def open_counting_resyncs(page, path: str) -> None:
+    """Open `path` with its resyncs counted, once its first one is done."""
+    page.context.add_init_script(COUNT_RESYNCS)
+    page.goto(path)
+    page.wait_for_function("() => window.__resynced === 1")
+
+
+def hold_thread_pages_next_read(page) -> tuple[Any, Any]:
+    """Drop the thread page's socket and hold the read its reconnect makes."""
+    live = page.get_attribute("#thread", "data-live-url")
+    page.evaluate("HITL.thread.drop()")
+    return hold_next_read(page, lambda url: url.endswith(live))
+
+
 def test_a_card_pushed_while_the_thread_page_resyncs_stays(
     asgi_server, browser_page, reviewer, settings
 ):
@@ -270,13 +284,9 @@ def test_a_card_pushed_while_the_thread_page_resyncs_stays(
     settings.HITL_EXECUTOR = "manual"  # nothing resumes; the test plays the worker
     thread, _ = open_interrupts(user=reviewer, values=[], title="Held resync")
     page = browser_page(asgi_server, "rita")
-    page.context.add_init_script(COUNT_RESYNCS)
-    page.goto(f"/threads/{thread.pk}/")
-    page.wait_for_function("() => window.__resynced === 1")
-    live = page.get_attribute("#thread", "data-live-url")
+    open_counting_resyncs(page, f"/threads/{thread.pk}/")
 
-    page.evaluate("HITL.thread.drop()")
-    route, stale = hold_next_read(page, lambda url: url.endswith(live))
+    route, stale = hold_thread_pages_next_read(page)
     assert stale.json()["interrupts"] == []
     _, (row,) = open_interrupts(user=reviewer, values=[human_interrupt()], thread=thread)
     page.wait_for_selector(f"#interrupt-{row.pk} button[data-action=accept]")
@@ -292,9 +302,7 @@ def test_a_row_pushed_while_the_inbox_resyncs_stays(asgi_server, browser_page, r
     settings.HITL_EXECUTOR = "manual"
     open_interrupts(user=reviewer, values=[human_interrupt("archive")], title="Listed")
     page = browser_page(asgi_server, "rita")
-    page.context.add_init_script(COUNT_RESYNCS)
-    page.goto("/")
-    page.wait_for_function("() => window.__resynced === 1")
+    open_counting_resyncs(page, "/")
     assert page.inner_text("#pending-badge") == "1"
 
     page.evaluate("HITL.inbox.drop()")
@@ -319,13 +327,9 @@ def test_a_card_answered_while_the_thread_page_resyncs_stays_gone(
         user=reviewer, values=[human_interrupt(), human_interrupt("archive")], title="Two"
     )
     page = browser_page(asgi_server, "rita")
-    page.context.add_init_script(COUNT_RESYNCS)
-    page.goto(f"/threads/{thread.pk}/")
-    page.wait_for_function("() => window.__resynced === 1")
-    live = page.get_attribute("#thread", "data-live-url")
+    open_counting_resyncs(page, f"/threads/{thread.pk}/")
 
-    page.evaluate("HITL.thread.drop()")
-    route, stale = hold_next_read(page, lambda url: url.endswith(live))
+    route, stale = hold_thread_pages_next_read(page)
     assert len(stale.json()["interrupts"]) == 2
     decisions.interrupt_resolve(interrupt_id=first.pk, user=reviewer, response_type="accept")
     page.wait_for_selector(f"#interrupt-{first.pk}", state="detached")

@@ -11,7 +11,7 @@ from hitl.core.models import HumanInterrupt
 from tests.conftest import wait_for
 from tests.review import test_browser as base
 from tests.review.conftest import human_interrupt, open_interrupts
-from tests.review.test_browser import COUNT_RESYNCS, mark_no_reload
+from tests.review.test_browser import mark_no_reload, open_counting_resyncs
 
 chromium = base.chromium
 browser_page = base.browser_page
@@ -157,11 +157,9 @@ def test_a_stale_page_gets_a_friendly_csrf_page(asgi_server, browser_page, revie
     settings.HITL_EXECUTOR = "manual"
     thread, (row,) = open_interrupts(user=reviewer, values=[human_interrupt("send_email")])
     page = browser_page(asgi_server, "rita")
-    page.context.add_init_script(COUNT_RESYNCS)
-    page.goto(f"/threads/{thread.pk}/")
-    # Its own reads done first: a response with a form in it renews the cookie it was
+    # Its own read done first: a response with a form in it renews the cookie it was
     # sent with (Django's get_token), which would put the page's token back.
-    page.wait_for_function("() => window.__resynced === 1")
+    open_counting_resyncs(page, f"/threads/{thread.pk}/")
     # Logged in again elsewhere: the cookie's token no longer matches the page's.
     page.context.add_cookies([{"name": "csrftoken", "value": "x" * 32, "url": asgi_server}])
     page.click(f"#interrupt-{row.pk} button.btn-accept")
