@@ -242,8 +242,8 @@
     slot.append(" ", chip);
   }
 
-  document.addEventListener("hitl:inbox", function (event) { onInboxMessage(event.detail); });
-  function onInboxMessage(message) {
+  document.addEventListener("hitl:inbox", function (event) {
+    const message = event.detail;
     const kind = inbox.dataset.kind;
     if (message.type === "interrupt.snoozed") {
       // Set aside or taken back, maybe in another tab: whether the row is listed, its
@@ -252,7 +252,7 @@
     } else if (message.type === "interrupt.changed") {
       if (message.status === "pending") {
         if (!message.html) return;
-        if (pendingWhileFetching) pendingWhileFetching.push(message.interrupt_id);
+        if (pendingWhileFetching) pendingWhileFetching.add(message.interrupt_id);
         const existing = document.getElementById("row-" + message.interrupt_id);
         if (!existing && message.change) {
           // A claim or release of a row not listed here: it may be one this reviewer set
@@ -285,7 +285,7 @@
       else if (existing) removeRow(message.thread_id);
       else if (fits && matches(row)) place(row);
     }
-  }
+  });
 
   // After a dropped socket, fetch the list again: events may have been missed.
   // The first hello resyncs too: the page was rendered before the socket subscribed.
@@ -296,7 +296,7 @@
   document.addEventListener("hitl:inbox-open", function () { resync(); });
   async function resync() {
     const answeredNow = (answeredWhileFetching = new Set());
-    const pendingNow = (pendingWhileFetching = []);
+    const pendingNow = (pendingWhileFetching = new Set());
     let readAgain = false;
     try {
       const response = await fetch(inbox.dataset.partialUrl, { credentials: "same-origin" });
@@ -313,7 +313,7 @@
       });
       // A row pushed meanwhile may be missing from (or older in) what was read: read
       // the list again, now that it is sure to hold it.
-      if (pendingNow.length) readAgain = true;
+      readAgain = pendingNow.size > 0;
       const again = before ? document.getElementById(before.id) : null;
       if (again) selected = rows().indexOf(again);
       select(selected, false);
