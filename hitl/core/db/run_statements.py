@@ -237,11 +237,12 @@ def run_end_record(
         params["created"] = AuditEvent.Kind.INTERRUPT_CREATED
         data_field = AuditEvent._meta.get_field("data")
         fields = prepared.concrete_fields(HumanInterrupt)
+        wrapper = prepared.db()
         for n, (row, summary) in enumerate(zip(rows, summaries, strict=True)):
             for j, field in enumerate(fields):
-                params[f"i{n}_{j}"] = field.get_db_prep_save(field.pre_save(row, True), connection)
+                params[f"i{n}_{j}"] = field.get_db_prep_save(field.pre_save(row, True), wrapper)
             params[f"sid{n}"] = row.pk
-            params[f"s{n}"] = data_field.get_db_prep_save(summary, connection)
+            params[f"s{n}"] = data_field.get_db_prep_save(summary, wrapper)
     with prepared.cursor() as cursor:
         cursor.execute(_end_sql(len(rows)), params)
         found = cursor.fetchone()
@@ -328,9 +329,10 @@ def run_insert_part(
     """The CTEs `th` (the thread's change) and `r` (the run's insert, when `th` changed
     a row) of run_insert_with_thread, with their parameters."""
     sets, params = [], {"thread_id": thread.pk}
+    wrapper = prepared.db()
     for i, name in enumerate(fields):
         field = Thread._meta.get_field(name)
-        params[f"t{i}"] = field.get_db_prep_save(field.pre_save(thread, False), connection)
+        params[f"t{i}"] = field.get_db_prep_save(field.pre_save(thread, False), wrapper)
         sets.append(f'"{field.column}" = %(t{i})s')
     guard = (
         f' AND NOT EXISTS (SELECT 1 FROM "{Run._meta.db_table}" WHERE thread_id = %(thread_id)s)'
