@@ -24,7 +24,7 @@ from hitl.core.models import Run, Thread
 
 
 def available() -> bool:
-    return connection.vendor == "postgresql"
+    return db().vendor == "postgresql"
 
 
 def db():
@@ -46,7 +46,7 @@ def cursor():
     next transaction may run on another server session.
     """
     wrapper = db()
-    if wrapper.vendor != "postgresql":
+    if not available():
         return wrapper.cursor()
     import psycopg
 
