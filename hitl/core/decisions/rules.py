@@ -7,8 +7,9 @@ first live rule that matches and is allowed decides. Dry-run rules only record h
 
 Conditions run bounded: on save a condition is refused when it is long, nested deeply
 or runs a macro inside another (each level multiplies the work); at run time each
-evaluation has a time budget (HITL_RULE_BUDGET_MS), checked at every node the
-interpreter visits, and the agent-controlled strings that cel-python would parse with
+evaluation has a time budget (HITL_RULE_BUDGET_MS) of the evaluating thread's CPU
+time, checked at every node the interpreter visits (CPU, not wall-clock, time: on a busy
+machine a condition waiting for a core is not a condition doing too much work), and the agent-controlled strings that cel-python would parse with
 a backtracking regex (durations, timestamps) are checked with RE2 first. Run-time
 conditions are evaluated before run_finish takes the thread's and run's locks.
 """
@@ -118,6 +119,9 @@ PARSED_LITERALS = {"duration": _parse_duration, "timestamp": _parse_timestamp}
 
 # --- a time budget ---------------------------------------------------------------------
 
+# This thread's CPU time: what a condition costs its worker, whatever else is running.
+_clock = time.thread_time
+
 
 class _Evaluator(celpy.evaluation.Evaluator):
     """cel-python's tree-walking interpreter that stops at a deadline."""
@@ -131,14 +135,14 @@ class _Evaluator(celpy.evaluation.Evaluator):
         return _Evaluator(ast, self.activation, self.deadline)
 
     def _visit_tree(self, tree: Tree) -> Any:
-        if time.monotonic() > self.deadline:
+        if _clock() > self.deadline:
             raise RuleTimeout
         return super()._visit_tree(tree)
 
 
 class _Runner(celpy.InterpretedRunner):
     def evaluate(self, context: Any, budget: float | None = None) -> Any:
-        deadline = time.monotonic() + (budget if budget is not None else _budget())
+        deadline = _clock() + (budget if budget is not None else _budget())
         return _Evaluator(self.ast, self.new_activation(), deadline).evaluate(context)
 
 
@@ -296,7 +300,7 @@ def _program(condition: str) -> Any:
 def _activation(action: str, args: Any, graph: str, group: str) -> dict[str, Any]:
     """The condition's variables. Converting args costs time by their size (which the
     agent chooses): it has the same budget as one evaluation."""
-    deadline = time.monotonic() + _budget()
+    deadline = _clock() + _budget()
     try:
         converted = _to_cel(args if isinstance(args, dict) else {}, deadline)
     except RuleTimeout:
@@ -318,7 +322,7 @@ def _to_cel(value: Any, deadline: float) -> Any:
     def convert(item: Any) -> Any:
         nonlocal count
         count += 1
-        if count % 512 == 0 and time.monotonic() > deadline:
+        if count % 512 == 0 and _clock() > deadline:
             raise RuleTimeout
         if isinstance(item, dict):
             return celpy.celtypes.MapType(
