@@ -27,6 +27,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from hitl.core.access.permissions import can_view_thread
+from hitl.core.db import snapshot
 from hitl.core.errors import Invalid, load_json
 from hitl.core.live import listeners
 from hitl.core.models import HumanInterrupt, Thread
@@ -473,11 +474,12 @@ class ThreadConsumer(_LiveConsumer):
         await self.send_json(out)
 
     def _sections(self) -> dict[str, str] | None:
-        thread = (
-            Thread.objects.select_related("requester", "reviewer_group")
-            .filter(pk=self.thread_id)
-            .first()
-        )
-        if thread is None:
-            return None
-        return fragments.thread_sections(thread, self.scope["user"])
+        with snapshot.one_moment():
+            thread = (
+                Thread.objects.select_related("requester", "reviewer_group")
+                .filter(pk=self.thread_id)
+                .first()
+            )
+            if thread is None:
+                return None
+            return fragments.thread_sections(thread, self.scope["user"])

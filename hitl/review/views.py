@@ -22,6 +22,7 @@ from hitl.core.access.permissions import (
     user_can_view_thread,
     user_group_ids,
 )
+from hitl.core.db import snapshot
 from hitl.core.decisions.rule_stats import dry_run_opinions
 from hitl.core.files.storage import FilesUnavailable, download_headers
 from hitl.core.live import listeners
@@ -179,12 +180,14 @@ def thread_detail(request, thread_id):
 @require_GET
 def thread_live(request, thread_id):
     """Every live section of a thread page, for a page that reconnects after a drop."""
-    thread = _thread_or_404(request, thread_id)
-    cards = partials.thread_interrupt_cards(thread, request.user, request=request)
+    with snapshot.one_moment():  # the status, the sections and the cards agree
+        thread = _thread_or_404(request, thread_id)
+        cards = partials.thread_interrupt_cards(thread, request.user, request=request)
+        sections = partials.thread_sections(thread, request.user, request=request)
     return JsonResponse(
         {
             "status": thread.status,
-            "sections": partials.thread_sections(thread, request.user, request=request),
+            "sections": sections,
             "interrupts": [{"id": str(row.pk), "html": html} for row, html in cards],
         }
     )
