@@ -315,17 +315,31 @@
   function refreshSections() {
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(async function () {
+      const read = startRead();
       try {
         const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
         if (!response.ok) { await sayIfSignedOut(response); return; }
-        const data = await response.json();
-        Object.keys(data.sections).forEach(function (name) {
-          const el = document.getElementById("section-" + name);
-          if (el && el.dataset.html === data.sections[name]) delete data.sections[name];
-        });
-        setSections(data.sections);
+        applyRead(read, await response.json());
       } catch (e) { /* the next event or reconnect tries again */ }
     }, 250);
+  }
+
+  // Reads of the sections may answer out of order, and a thread.changed message brings
+  // sections newer than a read started before it: only the latest read started, with no
+  // such message heard since, is applied (else a page showed a failed run's banner
+  // beside the status "running" it had read a moment before).
+  let reads = 0;
+  function startRead() { reads += 1; return { number: reads, heard: heard }; }
+  function applyRead(read, data) {
+    if (read.number !== reads || statusHeardAt > read.heard) return;
+    root.dataset.status = data.status;
+    const sections = data.sections;
+    Object.keys(sections).forEach(function (name) {
+      // Untouched sections keep their DOM (no image reloads, no lost <details> state).
+      const el = document.getElementById("section-" + name);
+      if (el && el.dataset.html === sections[name]) delete sections[name];
+    });
+    setSections(sections);
   }
 
   // Four-eyes: another approver edited the args. The card is replaced at once, with the
@@ -419,19 +433,14 @@
   }
 
   async function resync() {
-    const asked = heard;
+    const read = startRead();
+    const asked = read.heard;
     const newer = function (id) { return (heardAt[id] || 0) > asked; };
     try {
       const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
       if (!response.ok) { await sayIfSignedOut(response); return; }
       const data = await response.json();
-      if (statusHeardAt <= asked) root.dataset.status = data.status;
-      Object.keys(data.sections).forEach(function (name) {
-        // Untouched sections keep their DOM (no image reloads, no lost <details> state).
-        const el = document.getElementById("section-" + name);
-        if (el && el.dataset.html === data.sections[name]) delete data.sections[name];
-      });
-      setSections(data.sections);
+      applyRead(read, data);
       const live = {};
       data.interrupts.forEach(function (item) {
         live[item.id] = true;

@@ -11,7 +11,12 @@ from hitl.core.worker import lease
 from tests.conftest import wait_for
 from tests.review import test_browser as base
 from tests.review.conftest import WORKER
-from tests.review.test_browser import assert_not_reloaded, mark_no_reload
+from tests.review.test_browser import (
+    assert_not_reloaded,
+    hold_thread_pages_next_read,
+    mark_no_reload,
+    open_counting_resyncs,
+)
 from tests.review.test_run_banner import TRACE
 
 chromium = base.chromium
@@ -54,6 +59,29 @@ def test_a_failed_run_shows_a_banner_live_and_can_be_retried(
     assert Run.objects.get(pk=run.pk).status == "queued"
     quinn.wait_for_selector("#run-failed", state="detached")
     assert quinn.errors == [] and ada.errors == []
+
+
+def test_a_read_from_before_a_failure_does_not_take_its_banner_away(
+    asgi_server, browser_page, requester, settings
+):
+    """The page's read of its sections went out while the run was running and answered
+    after the socket had brought the failure: the banner and the status "error" stay."""
+    settings.HITL_EXECUTOR = "manual"
+    run = runs.run_start(graph="approval", input={"request": "q3"}, user=requester, title="F")
+    lease.run_lease_take(run_id=run.pk, worker=WORKER)
+    page = browser_page(asgi_server, "quinn")
+    open_counting_resyncs(page, f"/threads/{run.thread_id}/")
+
+    route, stale = hold_thread_pages_next_read(page)
+    assert stale.json()["status"] == "busy"
+    lease.run_fail(run_id=run.pk, worker=WORKER, error=TRACE)
+    page.wait_for_selector("#run-failed")
+    route.fulfill(response=stale)
+    page.wait_for_function("() => window.__resynced === 2")
+    assert page.is_visible("#run-failed")
+    assert page.inner_text("#section-status") == "error"
+    assert page.get_attribute("#thread", "data-status") == "error"
+    assert page.errors == []
 
 
 def test_parallel_items_count_down_answer_alike_and_stay_to_show_the_resume(
