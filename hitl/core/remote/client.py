@@ -6,15 +6,23 @@ import logging
 from typing import Any
 
 import httpx
+import langgraph_sdk
 from django.conf import settings
 from django.utils import timezone
 from langgraph_sdk import errors as sdk_errors
-from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
 
 from hitl.core.models import RemoteDeployment
 from hitl.core.net.webhook_urls import DEPLOYMENTS, WebhookNotAllowed, webhook_resolve
 
 log = logging.getLogger(__name__)
+
+
+# Connection attempts after a refused or timed-out one. langgraph_sdk's own client makes
+# five more, 0, 0.5, 1, 2 and 4 s apart: every call to a deployment that is down held its
+# worker 7.5 s (37.5 s where connects time out), longer than the 5 s poll. A delivery
+# that fails is retried by its task, and the next poll comes anyway.
+CONNECT_RETRIES = 1
 
 
 def client_for(deployment: RemoteDeployment) -> Any:
@@ -24,11 +32,16 @@ def client_for(deployment: RemoteDeployment) -> Any:
     it was saved may point at a private address today. Raises WebhookNotAllowed.
     """
     webhook_resolve(deployment.base_url, DEPLOYMENTS)
-    return get_sync_client(
-        url=deployment.base_url.rstrip("/"),
-        # None, not "": no key must not fall back to LANGGRAPH_API_KEY of this process.
-        api_key=deployment.api_key or None,
-        timeout=httpx.Timeout(settings.HITL_REMOTE_TIMEOUT, connect=5.0),
+    headers = {"User-Agent": f"langgraph-sdk-py/{langgraph_sdk.__version__}"}
+    if deployment.api_key:  # no key never falls back to LANGGRAPH_API_KEY of this process
+        headers["x-api-key"] = deployment.api_key
+    return SyncLangGraphClient(
+        httpx.Client(
+            base_url=deployment.base_url.rstrip("/"),
+            transport=httpx.HTTPTransport(retries=CONNECT_RETRIES),
+            timeout=httpx.Timeout(settings.HITL_REMOTE_TIMEOUT, connect=5.0),
+            headers=headers,
+        )
     )
 
 
