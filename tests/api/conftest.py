@@ -14,13 +14,14 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests import http_stand_ins
 from tests.conftest import (
     BIN,
     free_port,
@@ -199,13 +200,10 @@ def receiver() -> Iterator[Receiver]:
         def log_message(self, *args):  # keep test output quiet
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = http_stand_ins.serve(Handler)
     state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
     yield state
-    server.shutdown()
-    server.server_close()
+    http_stand_ins.stop(server)
 
 
 # --- SSE parsing ------------------------------------------------------------------

@@ -16,17 +16,17 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import http_stand_ins
 from tests.api.conftest import STACK_ENV, start_daphne
 from tests.conftest import ROOT, Proc, start_celery_worker
 from tests.js.usestream_graphs import GATE_DIR_ENV, USESTREAM_GRAPHS
@@ -67,15 +67,12 @@ def page_server(tmp_path_factory) -> Iterator[PageServer]:
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=out))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = http_stand_ins.serve(functools.partial(Quiet, directory=out))
     gate_dir = tmp_path_factory.mktemp("gates")
     try:
         yield PageServer(f"http://127.0.0.1:{server.server_address[1]}", gate_dir)
     finally:
-        server.shutdown()
-        server.server_close()
+        http_stand_ins.stop(server)
 
 
 def _graph_env(page: PageServer) -> dict[str, str]:

@@ -6,13 +6,13 @@ with the name resolved, before every fetch. /healthz says only up or down."""
 from __future__ import annotations
 
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from hitl.core.models import RemoteDeployment
 from hitl.core.remote.mirror import deployment_poll
+from tests import http_stand_ins
 
 BAD_URLS = [
     "http://169.254.169.254/latest/meta-data/",
@@ -41,11 +41,9 @@ def seen():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = http_stand_ins.serve(Handler)
     yield server.server_address[1], hits
-    server.shutdown()
-    server.server_close()
+    http_stand_ins.stop(server)
 
 
 @pytest.fixture

@@ -4,13 +4,13 @@ through a real SMTP process and one Slack POST, retried after the receiver fails
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from hitl.core import runs
 from hitl.core.models import GroupNotificationSettings, HumanInterrupt, Notification
+from tests import http_stand_ins
 from tests.conftest import wait_for
 from tests.ops.notify_helpers import smtp_fixture, text_of  # noqa: F401
 
@@ -38,14 +38,12 @@ class FlakyReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http_stand_ins.serve(Handler)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/slack"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        http_stand_ins.stop(self.server)
 
 
 def test_a_worker_sends_one_digest_per_channel_and_retries_a_failed_post(

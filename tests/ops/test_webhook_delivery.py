@@ -8,10 +8,9 @@ SQLite and on PostgreSQL; tests/api/test_webhooks.py covers the worker path.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from django.utils import timezone
@@ -20,6 +19,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from hitl.core.models import Run, Thread, WebhookDelivery
 from hitl.core.net.webhook_urls import WebhookNotAllowed, address_allowed, webhook_check_url
 from hitl.ops import webhooks
+from tests import http_stand_ins
 
 SECRET = "delivery-test-secret"
 
@@ -48,14 +48,12 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http_stand_ins.serve(Handler)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        http_stand_ins.stop(self.server)
 
 
 @pytest.fixture

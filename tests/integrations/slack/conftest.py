@@ -7,10 +7,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -18,6 +17,7 @@ import pytest
 
 from hitl.core.models import HumanInterrupt, Notification, NotificationPreference, SlackUserLink
 from hitl.ops.notifications import notification_attempt
+from tests import http_stand_ins
 from tests.review.conftest import human_interrupt, open_interrupts
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -58,19 +58,17 @@ class SlackStandIn:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http_stand_ins.serve(Handler)
         self.port = self.server.server_address[1]
         self.base = f"http://127.0.0.1:{self.port}"
         self.webhook = f"{self.base}/services/T0HITL/B0/incoming"
         self.response_url = f"{self.base}/actions/T0HITL/1/response"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def to(self, prefix: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if r["path"].startswith(prefix)]
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        http_stand_ins.stop(self.server)
 
 
 @pytest.fixture(name="slack")
