@@ -597,20 +597,29 @@ def start_celery_worker(
 
 
 @pytest.fixture
-def worker_factory(test_database_url, tmp_path) -> Iterator[Callable[..., Proc]]:
-    """Start real Celery worker processes against the test database; stopped at teardown."""
+def spawned(transactional_db) -> Iterator[list[Proc]]:
+    """The processes a test's factories start (workers, beats, webs): stopped side by side
+    at its teardown, each asked at once, then each awaited. (Stopped one factory at a
+    time, a test with a worker, a beat and a web waited for each stop in turn.) They share
+    the test's database, so the test is transactional, and they are stopped before its
+    tables are emptied."""
     procs: list[Proc] = []
+    yield procs
+    stop_together(*procs)
+
+
+@pytest.fixture
+def worker_factory(test_database_url, tmp_path, spawned) -> Callable[..., Proc]:
+    """Start real Celery worker processes against the test database; stopped at teardown."""
 
     def start(name: str = "w1", **kwargs) -> Proc:
         proc = start_celery_worker(
             test_database_url, tmp_path / f"celery-{name}.log", name=name, **kwargs
         )
-        procs.append(proc)
+        spawned.append(proc)
         return proc
 
-    yield start
-    for proc in procs:
-        proc.stop()
+    return start
 
 
 @pytest.fixture

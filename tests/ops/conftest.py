@@ -45,7 +45,7 @@ def port_open(port: int) -> bool:
 
 
 @pytest.fixture
-def beat_factory(test_database_url, tmp_path) -> Iterator[Callable[..., Proc]]:
+def beat_factory(test_database_url, tmp_path, spawned) -> Callable[..., Proc]:
     """Start `celery beat` with its schedule file under tmp_path; stopped at teardown."""
     procs: list[Proc] = []
 
@@ -60,6 +60,7 @@ def beat_factory(test_database_url, tmp_path) -> Iterator[Callable[..., Proc]]:
             tmp_path / f"beat-{len(procs)}.log",
         )
         procs.append(proc)
+        spawned.append(proc)
         wait_for(
             lambda: "beat: Starting" in proc.output() or proc.popen.poll() is not None,
             60,
@@ -69,14 +70,13 @@ def beat_factory(test_database_url, tmp_path) -> Iterator[Callable[..., Proc]]:
         assert proc.popen.poll() is None, proc.output()[-3000:]
         return proc
 
-    yield start
-    for proc in procs:
-        proc.stop()
+    return start
 
 
 @pytest.fixture
-def web_factory(test_database_url, tmp_path) -> Iterator[Callable[..., tuple[str, Proc]]]:
-    """Start daphne on a free port with extra env; yields (base_url, proc)."""
+def web_factory(test_database_url, tmp_path, spawned) -> Callable[..., tuple[str, Proc]]:
+    """Start daphne on a free port with extra env; returns (base_url, proc). Stopped at
+    teardown."""
     procs: list[Proc] = []
 
     def start(**extra_env: str) -> tuple[str, Proc]:
@@ -89,15 +89,14 @@ def web_factory(test_database_url, tmp_path) -> Iterator[Callable[..., tuple[str
             tmp_path / f"daphne-{len(procs)}.log",
         )
         procs.append(proc)
+        spawned.append(proc)
         wait_for(
             lambda: port_open(port) or proc.popen.poll() is not None, 60, 0.1, "daphne to listen"
         )
         assert proc.popen.poll() is None, proc.output()[-3000:]
         return f"http://127.0.0.1:{port}", proc
 
-    yield start
-    for proc in procs:
-        proc.stop()
+    return start
 
 
 class RedisServer:
