@@ -297,3 +297,5 @@ def test_a_run_over_the_time_limit_ends_with_its_error_and_the_worker_keeps_the_
     assert HumanInterrupt.objects.filter(thread_id=other.thread_id).count() == 1
     # The stuck run is not sent again: its error stands.
     assert Run.objects.get(pk=stuck.pk).attempts == 1
+    # Its thread is let go, so the worker may stop without waiting out its kill timeout.
+    (stuck_dir / "open-model").touch()
