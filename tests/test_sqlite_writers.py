@@ -14,6 +14,7 @@ import pytest
 from django.db import OperationalError
 from django.db.utils import ConnectionHandler
 
+from hitl.core.db import snapshot
 from hitl.sqlite.base import writer_lock
 from tests.conftest import wait_for
 
@@ -200,3 +201,25 @@ class _atomic:
                 self.connection.rollback()
         finally:
             self.connection.set_autocommit(True)
+
+
+def test_a_read_in_one_moment_sees_one_snapshot_and_holds_no_writer_up(embedded):
+    """A page's read (hitl.core.db.snapshot) is one snapshot, but not a BEGIN IMMEDIATE:
+    a run's transaction on another thread neither waits for it nor shows in it."""
+    connection = embedded["default"]
+    lock = writer_lock(connection.settings_dict["NAME"])
+    _insert(connection, "first")
+
+    def write(c):
+        with _atomic(c):
+            _insert(c, "second")
+
+    with snapshot.one_moment(connection):
+        assert _names(connection) == ["first"]
+        assert not lock.locked()
+        other = _in_thread(embedded, write)
+        other["thread"].join(WAIT)
+        assert not other["thread"].is_alive() and "error" not in other, other
+        assert _names(connection) == ["first"]  # still the snapshot of its first read
+    assert _names(connection) == ["first", "second"]
+    assert connection.transaction_mode == "IMMEDIATE"  # the next transaction writes

@@ -97,7 +97,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return cursor
 
     def _start_transaction_under_autocommit(self) -> None:
-        if self._queue is not None:
+        # Only a BEGIN IMMEDIATE takes the write lock; a deferred one (a read, see
+        # hitl.core.db.snapshot) queues behind no writer.
+        if self._queue is not None and self.transaction_mode == "IMMEDIATE":
             _take(self._queue, self._queue_timeout)
             self._writing = self._queue
         try:

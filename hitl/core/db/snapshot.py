@@ -3,28 +3,51 @@
 A thread page's sections take a dozen queries. On Postgres (READ COMMITTED) each one
 sees what was committed when it started, so a run failing between two of them gave a
 page its failure banner beside the status "running". Inside `one_moment()` every query
-sees the same snapshot: REPEATABLE READ, READ ONLY on Postgres (per transaction, so it
-holds behind PgBouncer's transaction pooling too); SQLite's read transaction is already
-one snapshot.
+sees the same snapshot:
+
+- Postgres: REPEATABLE READ, READ ONLY (per transaction, so it holds behind PgBouncer's
+  transaction pooling too).
+- SQLite: a deferred transaction, whose snapshot is taken at its first read. Not the
+  embedded database's `BEGIN IMMEDIATE` (hitl/sqlite/): that takes the write lock, and
+  every page read would queue behind the runs' writes and hold them up in turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 
 
 @contextmanager
-def one_moment() -> Iterator[None]:
-    """Run the block's reads against one snapshot of the database."""
-    if connection.in_atomic_block:
+def one_moment(db: Any = None) -> Iterator[None]:
+    """Run the block's reads against one snapshot of the database (`db`: a connection,
+    the default one unless given)."""
+    db = db if db is not None else connections[DEFAULT_DB_ALIAS]
+    if db.in_atomic_block or not db.get_autocommit():
         # Already in a transaction (a test's, or a caller's): its isolation stands.
         yield
         return
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
+    db.ensure_connection()  # a new SQLite connection would set transaction_mode again
+    deferred = db.vendor == "sqlite"
+    if deferred:
+        mode, db.transaction_mode = db.transaction_mode, None  # a plain, deferred BEGIN
+    try:
+        db.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)
+    finally:
+        if deferred:
+            db.transaction_mode = mode
+    try:
+        if db.vendor == "postgresql":
+            with db.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield
+    except BaseException:
+        db.rollback()
+        raise
+    else:
+        db.commit()
+    finally:
+        db.set_autocommit(True)
