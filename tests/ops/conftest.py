@@ -3,6 +3,7 @@ PgBouncer."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import pwd
 import re
@@ -47,19 +48,19 @@ def port_open(port: int) -> bool:
 @pytest.fixture
 def beat_factory(test_database_url, tmp_path, spawned) -> Callable[..., Proc]:
     """Start `celery beat` with its schedule file under tmp_path; stopped at teardown."""
-    procs: list[Proc] = []
+    numbers = itertools.count()
 
     def start(**extra_env: str) -> Proc:
-        var = tmp_path / f"beat-var-{len(procs)}"
+        number = next(numbers)
+        var = tmp_path / f"beat-var-{number}"
         var.mkdir()
         env = service_env(test_database_url, HITL_VAR_DIR=str(var), **OPS_ENV)
         env.update(extra_env)
         proc = spawn(
             [str(BIN / "celery"), "-A", "hitl", "beat", "-l", "INFO"],
             env,
-            tmp_path / f"beat-{len(procs)}.log",
+            tmp_path / f"beat-{number}.log",
         )
-        procs.append(proc)
         spawned.append(proc)
         wait_for(
             lambda: "beat: Starting" in proc.output() or proc.popen.poll() is not None,
@@ -77,7 +78,7 @@ def beat_factory(test_database_url, tmp_path, spawned) -> Callable[..., Proc]:
 def web_factory(test_database_url, tmp_path, spawned) -> Callable[..., tuple[str, Proc]]:
     """Start daphne on a free port with extra env; returns (base_url, proc). Stopped at
     teardown."""
-    procs: list[Proc] = []
+    numbers = itertools.count()
 
     def start(**extra_env: str) -> tuple[str, Proc]:
         port = free_port()
@@ -86,9 +87,8 @@ def web_factory(test_database_url, tmp_path, spawned) -> Callable[..., tuple[str
         proc = spawn(
             [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
             env,
-            tmp_path / f"daphne-{len(procs)}.log",
+            tmp_path / f"daphne-{next(numbers)}.log",
         )
-        procs.append(proc)
         spawned.append(proc)
         wait_for(
             lambda: port_open(port) or proc.popen.poll() is not None, 60, 0.1, "daphne to listen"

@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from hitl.core.db import prepared
 
 
 @contextmanager
 def one_moment(db: Any = None) -> Iterator[None]:
     """Run the block's reads against one snapshot of the database (`db`: a connection,
     the default one unless given)."""
-    db = db if db is not None else connections[DEFAULT_DB_ALIAS]
+    db = db if db is not None else prepared.db()
     if db.in_atomic_block or not db.get_autocommit():
         # Already in a transaction (a test's, or a caller's): its isolation stands.
         yield

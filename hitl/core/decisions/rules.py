@@ -7,10 +7,11 @@ first live rule that matches and is allowed decides. Dry-run rules only record h
 
 Conditions run bounded: on save a condition is refused when it is long, nested deeply
 or runs a macro inside another (each level multiplies the work); at run time each
-evaluation has a time budget (HITL_RULE_BUDGET_MS) of the evaluating thread's CPU
-time, checked at every node the interpreter visits (CPU, not wall-clock, time: on a busy
-machine a condition waiting for a core is not a condition doing too much work), and the agent-controlled strings that cel-python would parse with
-a backtracking regex (durations, timestamps) are checked with RE2 first. Run-time
+evaluation has a time budget (HITL_RULE_BUDGET_MS) of the evaluating thread's CPU time,
+checked at every node the interpreter visits (CPU, not wall-clock, time: on a busy
+machine a condition waiting for a core is not a condition doing too much work), and the
+agent-controlled strings that cel-python would parse with a backtracking regex
+(durations, timestamps) are checked with RE2 first. Run-time
 conditions are evaluated before run_finish takes the thread's and run's locks.
 """
 
