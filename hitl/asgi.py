@@ -44,6 +44,11 @@ from hitl.security import ClientAddressMiddleware  # noqa: E402
 
 router = ClientAddressMiddleware(router)
 
+from hitl import heap  # noqa: E402
+
+# Everything the server serves is loaded: keep it out of the collector's walks.
+heap.settle()
+
 
 async def application(scope, receive, send):
     # In-process runs publish live events on the server's own loop.

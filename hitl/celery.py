@@ -8,6 +8,7 @@ from typing import Any
 from celery import Celery, signals
 
 from agents.registry import import_target
+from hitl import heap
 from hitl.compat import kombu as compat_kombu
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
@@ -85,6 +86,13 @@ def _log_ready(sender=None, **kwargs) -> None:
         ", ".join(queues) or "default",
         ", ".join(loadable),
     )
+
+
+@signals.worker_ready.connect(weak=False, dispatch_uid="hitl-worker-heap")
+@signals.worker_process_init.connect(weak=False, dispatch_uid="hitl-child-heap")
+def _settle_heap(**kwargs) -> None:
+    """Keep what the worker loaded out of the collector's walks (hitl/heap.py)."""
+    heap.settle()
 
 
 @signals.task_postrun.connect(weak=False, dispatch_uid="hitl-task-connection-back")
