@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import uvloop
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from hitl.compat import channels_redis
@@ -79,7 +80,7 @@ class _Publisher:
         with self._lock:
             if self._loop is not None and self._pid == os.getpid() and not self._loop.is_closed():
                 return self._loop, self._outbox
-            loop = asyncio.new_event_loop()
+            loop = uvloop.new_event_loop()
             ready = threading.Event()
 
             def run() -> None:
