@@ -5,7 +5,7 @@ in the benchmark cycle and the worker 1.2% (bench/peers.py, timed with gc.callba
 every few requests a young collection walks what is alive, and now and then a full one
 walks the whole heap, most of it the modules, settings and graphs loaded at start. With
 what startup built frozen out of the collector's sight and young collections 14x rarer,
-it cost 2.0-2.6% and 0.6-0.7%. A larger first threshold bought nothing more (50,000:
+it cost 2.0-2.6% and 0.5-0.7%. A larger first threshold bought nothing more (50,000:
 2.5%): a young collection's cost follows what is still alive, not how often it runs.
 Garbage cycles still go, in collections of at most THRESHOLD[0] objects.
 """
