@@ -193,6 +193,32 @@ def pytest_runtest_setup(item):
         replace_exhausted_pools()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item):
+    close_shared_thread_connections()
+
+
+def close_shared_thread_connections() -> bool:
+    """After each test, before its fixtures' teardown: the Django connections on asgiref's
+    one shared thread are closed.
+
+    An async ORM call (``acount()``, ``sync_to_async``) outside a request runs on that
+    thread, which outlives the test, and Django leaves its connection open there. The
+    next test would inherit it: a test without database access then fails when Channels'
+    ``database_sync_to_async`` checks that connection, and the session still holds the
+    test database at teardown. Returns whether there was a thread to visit.
+    """
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    executor = SyncToAsync.single_thread_executor
+    if not executor._threads:
+        return False
+    with contextlib.suppress(TimeoutError):  # a test left it busy: its own failure says so
+        executor.submit(connections.close_all).result(timeout=30)
+    return True
+
+
 def replace_exhausted_pools() -> list[str]:
     """Before each test: a pool with every connection out is replaced by a fresh one.
 

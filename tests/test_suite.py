@@ -3,18 +3,21 @@ pytest-xdist worker keeps to its own Redis db, var/ directory and ports."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
 
 import psycopg
 import pytest
+from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, connections
 
 from tests.conftest import (
     WORKER_PORTS,
+    close_shared_thread_connections,
     free_port,
     reopen_dead_connections,
     replace_exhausted_pools,
@@ -44,6 +47,22 @@ def test_a_test_connection_the_server_ended_is_reopened_on_an_emptied_database(
     # The teardown flush the dead connection could not run has been done.
     assert not get_user_model().objects.filter(username="left-behind").exists()
     assert reopen_dead_connections(request.config) == []  # a live one is left alone
+
+
+@pytest.mark.postgres  # SQLite ignores a close of its in-memory test database
+def test_a_connection_an_async_query_left_on_the_shared_thread_is_closed(transactional_db):
+    """Async ORM calls run on asgiref's one shared thread, which outlives the test: its
+    connection is closed after each test, not inherited by the next."""
+
+    def open_there() -> bool:
+        return connections["default"].connection is not None
+
+    assert asyncio.run(get_user_model().objects.acount()) == 0
+    shared = SyncToAsync.single_thread_executor
+    assert shared.submit(open_there).result(timeout=30)  # Django left it open
+
+    assert close_shared_thread_connections()
+    assert not shared.submit(open_there).result(timeout=30)
 
 
 @pytest.mark.postgres
