@@ -26,4 +26,4 @@ COPY static static
 
 USER hitl
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "hitl.asgi:application"]
+CMD ["python", "-m", "hitl.web", "-b", "0.0.0.0", "-p", "8000", "hitl.asgi:application"]

@@ -39,7 +39,7 @@ $(INSTALLED_DEV): pyproject.toml | $(BIN)/python
 run: install
 	$(BIN)/python manage.py migrate --noinput -v0
 	HITL_HOST=$(HOST) HITL_PORT=$(PORT) $(BIN)/python manage.py demo_setup
-	HITL_HOST=$(HOST) HITL_PORT=$(PORT) $(BIN)/daphne -b $(HOST) -p $(PORT) hitl.asgi:application
+	HITL_HOST=$(HOST) HITL_PORT=$(PORT) $(BIN)/python -m hitl.web -b $(HOST) -p $(PORT) hitl.asgi:application
 
 services:
 	scripts/ensure-services

@@ -32,6 +32,7 @@ from bench.peer_servers import (  # re-exported: the bench scripts' one place to
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+WEB = [str(BIN / "python"), "-m", "hitl.web"]  # daphne, on uvloop (hitl/web.py)
 RESUME = {"resume": [{"type": "accept"}]}
 
 
@@ -125,7 +126,7 @@ class Stack:
         self.procs: list[subprocess.Popen] = []
         self.ports = [free_port() for _ in range(web)]
         commands = [
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"]
+            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"]
             for port in self.ports
         ]
         commands += [

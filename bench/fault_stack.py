@@ -21,6 +21,7 @@ from bench.balancer import Balancer
 from bench.common import (
     BIN,
     ROOT,
+    WEB,
     celery_worker_command,
     free_port,
     hitl_prepare,
@@ -159,7 +160,7 @@ class FaultStack:
     def start_web(self, slot: int, note: str = "") -> subprocess.Popen:
         port = self.web_ports[slot]
         proc = self._spawn(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
             "daphne.log" if slot == 0 else f"daphne{slot}.log",
             note,
         )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.common import (
     BIN,
+    WEB,
     System,
     free_port,
     hitl_env,
@@ -172,7 +173,7 @@ class HitlTarget(Target):
         port = free_port()
         web, logfile = self.spawn(
             # `-m` so that the code under ROOT is served (a checkout of another commit).
-            [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
             cwd=ROOT,
             env=self.env("bench-web"),
             logname="daphne.log",

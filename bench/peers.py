@@ -51,8 +51,8 @@ GRAPH_FILE = ROOT / "bench" / "peer_graph.py"
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
-    BIN,
     RESUME,
+    WEB,
     Stack,
     System,
     free_port,
@@ -209,7 +209,7 @@ class HitlEmbedded(System):
     def start(self) -> None:
         port = free_port()
         proc, logfile = self.spawn(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
             cwd=ROOT,
             env=self.env(),
             logname="hitl-embedded.log",

@@ -48,7 +48,7 @@ def measure(app: str, path: str, requests: int, workdir: str) -> tuple[float, fl
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(HITL_VAR_DIR=workdir, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app],
+        [str(BIN / "python"), "-m", "hitl.web", "-b", "127.0.0.1", "-p", str(port), app],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -31,6 +31,7 @@ from tests.xdist_env import worker_index
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
+WEB = [PYTHON, "-m", "hitl.web"]  # daphne, on uvloop (hitl/web.py)
 USING_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 REQUIRE_SERVICES = os.environ.get("HITL_REQUIRE_SERVICES") == "1"
 
@@ -658,7 +659,7 @@ def asgi_server(test_database_url, tmp_path, transactional_db) -> Iterator[str]:
     """A real daphne server (HTTP + WebSockets) on a free port; yields its base URL."""
     port = free_port()
     proc = spawn(
-        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
         service_env(test_database_url),
         tmp_path / "daphne.log",
     )

@@ -2,7 +2,7 @@
 statements (by database file, statement kind and thread), threads started, and channel
 layer group sends (by whether the group had a member).
 
-    python tests/counted_daphne.py -b 127.0.0.1 -p PORT hitl.asgi:application
+    python -m tests.counted_daphne -b 127.0.0.1 -p PORT hitl.asgi:application
 
 SIGUSR1 writes the counts since the last signal as JSON to $HITL_COUNTS_FILE and starts
 counting afresh. It only watches: sqlite3, threading and the channel layer are wrapped
@@ -20,7 +20,6 @@ import sys
 import threading
 
 from channels.layers import InMemoryChannelLayer
-from daphne.cli import CommandLineInterface
 
 _counts: collections.Counter[str] = collections.Counter()
 _lock = threading.Lock()
@@ -86,8 +85,9 @@ def main() -> None:
     threading.Thread.start = _counted_start
     InMemoryChannelLayer.group_send = _counted_group_send
     signal.signal(signal.SIGUSR1, _dump)
-    sys.argv = ["daphne", *sys.argv[1:]]
-    CommandLineInterface.entrypoint()
+    from hitl import web  # daphne on uvloop, as `python -m hitl.web` serves
+
+    web.main(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ import pytest
 from tests.api.conftest import STACK_ENV
 from tests.api.relay_graphs import RELAY_GRAPHS
 from tests.conftest import (
-    BIN,
     ROOT,
+    WEB,
     Proc,
     free_port,
     service_env,
@@ -52,7 +52,7 @@ class RestartableStack:
         """Start daphne on the stack's port; return once it listens."""
         self.starts += 1
         self.web = spawn(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), "hitl.asgi:application"],
+            [*WEB, "-b", "127.0.0.1", "-p", str(self.port), "hitl.asgi:application"],
             service_env(self.database_url, **RELAY_ENV),
             self.log_dir / f"daphne-{self.starts}.log",
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import BIN, PYTHON, ROOT, free_port, spawn, wait_for
+from tests.conftest import PYTHON, ROOT, WEB, free_port, spawn, wait_for
 
 # Anything that would switch the app to Postgres, Redis or Celery is left out.
 SERVICE_VARS = (
@@ -52,7 +52,7 @@ def embedded_counted(tmp_path):
     procs: list = []
     serving = _serve(
         tmp_path,
-        launcher=[PYTHON, str(ROOT / "tests" / "counted_daphne.py")],
+        launcher=[PYTHON, "-m", "tests.counted_daphne"],
         procs=procs,
         HITL_EXTRA_GRAPHS="cycle=bench.peer_graph:graph",
         HITL_COUNTS_FILE=str(counts_file),
@@ -123,8 +123,7 @@ def _serve(
 
     port = free_port()
     proc = spawn(
-        [*(launcher or [str(BIN / "daphne")]), "-b", "127.0.0.1", "-p", str(port)]
-        + ["hitl.asgi:application"],
+        [*(launcher or WEB), "-b", "127.0.0.1", "-p", str(port)] + ["hitl.asgi:application"],
         env,
         tmp_path / "daphne.log",
     )

@@ -23,7 +23,7 @@ import pytest
 
 from tests import http_stand_ins
 from tests.conftest import (
-    BIN,
+    WEB,
     free_port,
     service_env,
     spawn,
@@ -63,7 +63,7 @@ def _spawn_daphne(database_url: str, log: Path, *, port: int | None = None, **ex
     """daphne started; the third value waits until it listens."""
     port = port or free_port()
     proc = spawn(
-        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
         service_env(database_url, **extra_env),
         log,
     )

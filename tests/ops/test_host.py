@@ -40,9 +40,9 @@ def recipe() -> tuple[dict[str, str], list[list[str]]]:
 
 
 def _here(command: list[str], port: int) -> list[str]:
-    program = {"python": PYTHON, "daphne": str(BIN / "daphne"), "celery": str(BIN / "celery")}
+    program = {"python": PYTHON, "celery": str(BIN / "celery")}
     args = [program.get(command[0], command[0]), *command[1:]]
-    if "-p" in args and command[0] == "daphne":
+    if "-p" in args and command[:3] == ["python", "-m", "hitl.web"]:
         args[args.index("-p") + 1] = str(port)
     return args
 
@@ -64,7 +64,7 @@ def test_the_documented_host_recipe_runs_web_worker_and_beat(
     assert names == [
         ["python", "manage.py"],
         ["python", "manage.py"],
-        ["daphne", "-b"],
+        ["python", "-m"],
         ["celery", "-A", "hitl"],
         ["celery", "-A", "hitl"],
     ]

@@ -27,9 +27,9 @@ from hitl.core import decisions, runs
 from hitl.core.models import ApiToken, HumanInterrupt, Run, Thread
 from tests.async_graphs import ASYNC_GRAPHS, TARGETS
 from tests.conftest import (
-    BIN,
     PYTHON,
     ROOT,
+    WEB,
     Proc,
     free_port,
     service_env,
@@ -84,7 +84,7 @@ def fleet(pgbouncer, tmp_path_factory) -> Any:
             )
         port = free_port()
         web = spawn(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
             service_env(url, **ENV),
             folder / "daphne.log",
         )
