@@ -33,7 +33,7 @@ def test_make_run_installs_once_per_pyproject_and_again_when_it_changes(tmp_path
     stamp.touch()
     again = planned("run", venv)
     assert "pip install" not in again  # installed: straight to the server
-    assert "manage.py migrate" in again and "daphne" in again
+    assert "manage.py migrate" in again and "-m hitl.web" in again
 
     edited = (ROOT / "pyproject.toml").stat().st_mtime + 10
     os.utime(stamp, (edited - 20, edited - 20))  # pyproject.toml is newer than the stamp
