@@ -36,6 +36,11 @@ WEB = [str(BIN / "python"), "-m", "hitl.web"]  # daphne, on uvloop (hitl/web.py)
 RESUME = {"resume": [{"type": "accept"}]}
 
 
+def web_command(port: int) -> list[str]:
+    """The web process's command line, as `make run` and compose start it, on `port`."""
+    return [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"]
+
+
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     if not ordered:
@@ -125,10 +130,7 @@ class Stack:
         out = log.open("wb")  # kept open for the children
         self.procs: list[subprocess.Popen] = []
         self.ports = [free_port() for _ in range(web)]
-        commands = [
-            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"]
-            for port in self.ports
-        ]
+        commands = [web_command(port) for port in self.ports]
         commands += [
             celery_worker_command(f"{name}{i}@%h", concurrency=concurrency, pool=pool)
             for i in range(workers)

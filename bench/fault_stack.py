@@ -21,12 +21,12 @@ from bench.balancer import Balancer
 from bench.common import (
     BIN,
     ROOT,
-    WEB,
     celery_worker_command,
     free_port,
     hitl_prepare,
     stop_processes,
     wait_port,
+    web_command,
 )
 from bench.peer_servers import clean_env, log, recreate_database, wait_http
 from bench.samplers import children
@@ -160,7 +160,7 @@ class FaultStack:
     def start_web(self, slot: int, note: str = "") -> subprocess.Popen:
         port = self.web_ports[slot]
         proc = self._spawn(
-            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            web_command(port),
             "daphne.log" if slot == 0 else f"daphne{slot}.log",
             note,
         )

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from bench.common import (
     BIN,
-    WEB,
     System,
     free_port,
     hitl_env,
@@ -19,6 +18,7 @@ from bench.common import (
     install_langgraph_dev,
     start_aegra,
     start_langgraph_dev,
+    web_command,
 )
 from bench.peer_servers import CACHE, recreate_database, wait_http
 
@@ -173,7 +173,7 @@ class HitlTarget(Target):
         port = free_port()
         web, logfile = self.spawn(
             # `-m` so that the code under ROOT is served (a checkout of another commit).
-            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            web_command(port),
             cwd=ROOT,
             env=self.env("bench-web"),
             logname="daphne.log",

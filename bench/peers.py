@@ -52,7 +52,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     RESUME,
-    WEB,
     Stack,
     System,
     free_port,
@@ -67,6 +66,7 @@ from bench.common import (  # noqa: E402
     sdk_cycles,
     start_aegra,
     start_langgraph_dev,
+    web_command,
 )
 from bench.peer_servers import (  # noqa: E402
     CACHE,
@@ -209,7 +209,7 @@ class HitlEmbedded(System):
     def start(self) -> None:
         port = free_port()
         proc, logfile = self.spawn(
-            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            web_command(port),
             cwd=ROOT,
             env=self.env(),
             logname="hitl-embedded.log",

@@ -220,6 +220,13 @@ def close_shared_thread_connections() -> bool:
     return True
 
 
+def web_command(
+    port: int, app: str = "hitl.asgi:application", launcher: list[str] = WEB
+) -> list[str]:
+    """The web process's command line, as `make run` and compose start it, on `port`."""
+    return [*launcher, "-b", "127.0.0.1", "-p", str(port), app]
+
+
 def replace_exhausted_pools() -> list[str]:
     """Before each test: a pool with every connection out is replaced by a fresh one.
 
@@ -659,7 +666,7 @@ def asgi_server(test_database_url, tmp_path, transactional_db) -> Iterator[str]:
     """A real daphne server (HTTP + WebSockets) on a free port; yields its base URL."""
     port = free_port()
     proc = spawn(
-        [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        web_command(port),
         service_env(test_database_url),
         tmp_path / "daphne.log",
     )

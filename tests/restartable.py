@@ -20,13 +20,13 @@ from tests.api.conftest import STACK_ENV
 from tests.api.relay_graphs import RELAY_GRAPHS
 from tests.conftest import (
     ROOT,
-    WEB,
     Proc,
     free_port,
     service_env,
     spawn,
     start_celery_worker,
     wait_for,
+    web_command,
 )
 
 RELAY_ENV = {
@@ -52,7 +52,7 @@ class RestartableStack:
         """Start daphne on the stack's port; return once it listens."""
         self.starts += 1
         self.web = spawn(
-            [*WEB, "-b", "127.0.0.1", "-p", str(self.port), "hitl.asgi:application"],
+            web_command(self.port),
             service_env(self.database_url, **RELAY_ENV),
             self.log_dir / f"daphne-{self.starts}.log",
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import PYTHON, ROOT, WEB, free_port, spawn, wait_for
+from tests.conftest import PYTHON, ROOT, WEB, free_port, spawn, wait_for, web_command
 
 # Anything that would switch the app to Postgres, Redis or Celery is left out.
 SERVICE_VARS = (
@@ -123,7 +123,7 @@ def _serve(
 
     port = free_port()
     proc = spawn(
-        [*(launcher or WEB), "-b", "127.0.0.1", "-p", str(port)] + ["hitl.asgi:application"],
+        web_command(port, launcher=launcher or WEB),
         env,
         tmp_path / "daphne.log",
     )

@@ -3,13 +3,13 @@
 import os
 import urllib.request
 
-from tests.conftest import WEB, free_port, spawn, wait_for
+from tests.conftest import free_port, spawn, wait_for, web_command
 
 
 def test_the_web_process_serves_on_uvloop(tmp_path):
     port = free_port()
     web = spawn(
-        [*WEB, "-b", "127.0.0.1", "-p", str(port), "tests.loop_probe:app"],
+        web_command(port, "tests.loop_probe:app"),
         dict(os.environ),
         tmp_path / "web.log",
     )

@@ -23,13 +23,13 @@ import pytest
 
 from tests import http_stand_ins
 from tests.conftest import (
-    WEB,
     free_port,
     service_env,
     spawn,
     start_celery_worker,
     stop_together,
     wait_for,
+    web_command,
 )
 
 WEBHOOK_SECRET = "h6-test-webhook-secret"
@@ -63,7 +63,7 @@ def _spawn_daphne(database_url: str, log: Path, *, port: int | None = None, **ex
     """daphne started; the third value waits until it listens."""
     port = port or free_port()
     proc = spawn(
-        [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        web_command(port),
         service_env(database_url, **extra_env),
         log,
     )

@@ -11,14 +11,14 @@ from hitl.core.models import Run
 from tests.api.client_graphs import TICKS
 from tests.api.conftest import StreamsRead, token_for
 from tests.api.test_inbox_clients import CLIENT_ENV, client_stack, stack16  # noqa: F401
-from tests.conftest import WEB, free_port, service_env, spawn, wait_for
+from tests.conftest import free_port, service_env, spawn, wait_for, web_command
 
 pytestmark = pytest.mark.postgres
 
 
 def _daphne(database_url: str, port: int, log):
     proc = spawn(
-        [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+        web_command(port),
         service_env(database_url, **CLIENT_ENV),
         log,
     )

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from tests.conftest import BIN, ROOT, WEB, Proc, free_port, service_env, spawn, wait_for
+from tests.conftest import BIN, ROOT, Proc, free_port, service_env, spawn, wait_for, web_command
 from tests.ops.graphs import OPS_GRAPHS, TARGETS
 
 # Worker settings for fault tests: test graphs importable, a short lease (heartbeat every
@@ -85,7 +85,7 @@ def web_factory(test_database_url, tmp_path, spawned) -> Callable[..., tuple[str
         env = service_env(test_database_url, **OPS_ENV)
         env.update(extra_env)
         proc = spawn(
-            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            web_command(port),
             env,
             tmp_path / f"daphne-{next(numbers)}.log",
         )

@@ -29,13 +29,13 @@ from tests.async_graphs import ASYNC_GRAPHS, TARGETS
 from tests.conftest import (
     PYTHON,
     ROOT,
-    WEB,
     Proc,
     free_port,
     service_env,
     spawn,
     start_celery_worker,
     wait_for,
+    web_command,
 )
 from tests.ops.conftest import OPS_ENV, PGBOUNCER_SERVER_POOL, SESSION_ERRORS, port_open
 
@@ -84,7 +84,7 @@ def fleet(pgbouncer, tmp_path_factory) -> Any:
             )
         port = free_port()
         web = spawn(
-            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            web_command(port),
             service_env(url, **ENV),
             folder / "daphne.log",
         )

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 
-from tests.conftest import WEB, free_port, service_env, spawn, wait_for
+from tests.conftest import free_port, service_env, spawn, wait_for, web_command
 from tests.review import test_browser as base
 from tests.review.conftest import human_interrupt, open_interrupts
 from tests.review.test_browser_axe import axe_violations
@@ -32,7 +32,7 @@ def sso_server_for(test_database_url, tmp_path, transactional_db):
         provider = start_provider(tmp_path, [f"{base_url}/sso/callback/"])
         started.append(provider.proc)
         proc = spawn(
-            [*WEB, "-b", "127.0.0.1", "-p", str(port), "hitl.asgi:application"],
+            web_command(port),
             service_env(test_database_url, **provider.env(), **env),
             tmp_path / "daphne.log",
         )
