@@ -5,7 +5,7 @@
 takes daphne's own arguments. Daphne builds the event loop Twisted runs on when
 `daphne.server` is imported, before it loads the application, so the loop's policy is
 set here, ahead of that import; `hitl/asgi.py` would be too late. On uvloop daphne spends
-about 5% less CPU per request (docs/benchmarks.md, "The collector and the event loops").
+4.3% less CPU per cycle (docs/benchmarks.md, "The collector and the event loops").
 """
 
 from __future__ import annotations
