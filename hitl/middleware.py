@@ -20,6 +20,8 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
+from django.core.signals import request_started
+from django.db import close_old_connections, reset_queries
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.module_loading import import_string
 
@@ -126,12 +128,32 @@ def _new_executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="hitl-request")
 
 
+def no_request_started_hop() -> None:
+    """Take Django's database receivers off `request_started`, so that starting a
+    request costs no round trip to its sync thread.
+
+    `asend` hops to the thread whenever the signal has a sync receiver, and these are
+    its only ones. Neither has work left there: `request_finished`, sent when the
+    response is closed on the same thread, already ran `close_old_connections` (with
+    the pool the connection went back at that point; a kept SQLite connection was
+    checked and marked for a health check on its next use), and `reset_queries` only
+    empties a log that is kept under DEBUG, where it stays connected.
+    """
+    request_started.disconnect(close_old_connections)
+    if not settings.DEBUG:
+        request_started.disconnect(reset_queries)
+
+
 class ASGIHandler(DjangoASGIHandler):
     """Django's ASGI handler, with the classes above called inline.
 
     `settings.MIDDLEWARE` keeps naming Django's own classes, so the system checks
     (`check --deploy` looks for them by name) and the WSGI path see the usual stack.
     """
+
+    def __init__(self) -> None:
+        no_request_started_hop()
+        super().__init__()
 
     async def __call__(self, scope, receive, send) -> None:
         # Django enters a fresh ThreadSensitiveContext per request, which starts (and
