@@ -130,3 +130,76 @@ def test_requests_reuse_their_sync_thread_instead_of_starting_one_each():
         # Django's handler starts (and joins) a new thread for every request.
         asyncio.run(five(DjangoASGIHandler()))
         assert len(seen) == 5
+
+
+@pytest.fixture
+def request_signal_receivers():
+    """The request signals with Django's own receivers (as `django.db` connects them,
+    before any handler of ours was made), put back as they were afterwards."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections, reset_queries
+
+    kept = {signal: list(signal.receivers) for signal in (request_started, request_finished)}
+    request_started.connect(reset_queries)
+    request_started.connect(close_old_connections)
+    yield request_started, request_finished
+    for signal, receivers in kept.items():
+        with signal.lock:
+            signal.receivers = receivers
+            signal.sender_receivers_cache.clear()
+
+
+def _receivers(signal) -> list:
+    sync, async_ = signal._live_receivers(None)
+    return [*sync, *async_]
+
+
+def test_the_web_handler_starts_a_request_without_database_receivers(request_signal_receivers):
+    from django.db import close_old_connections, reset_queries
+
+    started, finished = request_signal_receivers
+    assert {close_old_connections, reset_queries} <= set(_receivers(started))
+    ASGIHandler()
+    assert close_old_connections not in _receivers(started)
+    assert reset_queries not in _receivers(started)
+    # The end of a request still checks (with the pool: hands back) its connection.
+    assert close_old_connections in _receivers(finished)
+
+
+def test_under_debug_the_query_log_is_still_emptied_per_request(request_signal_receivers):
+    from django.db import reset_queries
+
+    started, _ = request_signal_receivers
+    with override_settings(DEBUG=True):
+        ASGIHandler()
+    assert reset_queries in _receivers(started)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_request_hands_its_database_connection_back_when_it_ends(request_signal_receivers):
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.http import HttpResponse
+    from django.urls import path
+
+    wrappers = []
+
+    def view(request):
+        get_user_model().objects.count()
+        wrappers.append(connection)  # this thread's wrapper, open now
+        assert connection.connection is not None
+        return HttpResponse("ok")
+
+    urlconf = type("urls", (), {"urlpatterns": [path("db-probe/", view)]})
+    with override_settings(ROOT_URLCONF=urlconf):
+        app = ASGIHandler()
+
+        async def twice():
+            for _ in range(2):
+                assert await get(app, "/db-probe/") == 200
+
+        asyncio.run(twice())
+    assert len(wrappers) == 2
+    # Closed on the request's thread when its response was closed: back in the pool.
+    assert all(wrapper.connection is None for wrapper in wrappers)
