@@ -134,19 +134,20 @@ def test_requests_reuse_their_sync_thread_instead_of_starting_one_each():
 
 @pytest.fixture
 def request_signal_receivers():
-    """The request signals with Django's own receivers (as `django.db` connects them,
-    before any handler of ours was made), put back as they were afterwards."""
+    """The request signals with Django's own receivers on `request_started` (as
+    `django.db` connects them, before any handler of ours was made), left afterwards as
+    they were before."""
     from django.core.signals import request_finished, request_started
     from django.db import close_old_connections, reset_queries
 
-    kept = {signal: list(signal.receivers) for signal in (request_started, request_finished)}
-    request_started.connect(reset_queries)
-    request_started.connect(close_old_connections)
+    ours = (close_old_connections, reset_queries)
+    were = {receiver: receiver in _receivers(request_started) for receiver in ours}
+    for receiver in ours:
+        request_started.connect(receiver)
     yield request_started, request_finished
-    for signal, receivers in kept.items():
-        with signal.lock:
-            signal.receivers = receivers
-            signal.sender_receivers_cache.clear()
+    for receiver, was in were.items():
+        if not was:
+            request_started.disconnect(receiver)
 
 
 def _receivers(signal) -> list:
@@ -179,7 +180,7 @@ def test_under_debug_the_query_log_is_still_emptied_per_request(request_signal_r
 @pytest.mark.django_db(transaction=True)
 def test_a_request_hands_its_database_connection_back_when_it_ends(request_signal_receivers):
     from django.contrib.auth import get_user_model
-    from django.db import connection
+    from django.db import DEFAULT_DB_ALIAS, connections
     from django.http import HttpResponse
     from django.urls import path
 
@@ -187,8 +188,9 @@ def test_a_request_hands_its_database_connection_back_when_it_ends(request_signa
 
     def view(request):
         get_user_model().objects.count()
-        wrappers.append(connection)  # this thread's wrapper, open now
-        assert connection.connection is not None
+        wrapper = connections[DEFAULT_DB_ALIAS]  # this thread's own, open now
+        assert wrapper.connection is not None
+        wrappers.append(wrapper)
         return HttpResponse("ok")
 
     urlconf = type("urls", (), {"urlpatterns": [path("db-probe/", view)]})
