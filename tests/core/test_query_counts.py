@@ -82,9 +82,16 @@ def test_claiming_a_run_stays_lean(requester, idle_thread, django_assert_max_num
     run = lg_services.run_create(
         user=requester, assistant_id="approval", thread=idle_thread, input={}
     )
-    with django_assert_max_num_queries(1 if ON_POSTGRES else 5):
+    # On SQLite: the lease, its thread and its audit event (run_statements_sqlite), in a
+    # transaction (a savepoint here), nothing read first.
+    with django_assert_max_num_queries(1 if ON_POSTGRES else 5) as captured:
         claimed, _ = lease.run_lease_take(run_id=run.pk, worker="w1")
+    if not ON_POSTGRES:
+        statements = [q["sql"].split()[0] for q in captured.captured_queries]
+        assert statements[1:4] == ["UPDATE", "INSERT", "SELECT"], statements
     assert claimed is not None and claimed.status == "running"
+    assert claimed.thread.pk == idle_thread.pk and claimed.first_lease
+    assert AuditEvent.objects.filter(run_id=run.pk, kind="run.started").count() == 1
 
 
 def test_ending_a_run_with_nothing_paused_is_one_statement(
@@ -95,9 +102,9 @@ def test_ending_a_run_with_nothing_paused_is_one_statement(
     )
     claimed, _ = lease.run_lease_take(run_id=run.pk, worker="w1")
     # As the worker ends it (with the run it leased): no transaction around the one
-    # statement. Elsewhere: the locked reads of thread and run, two saves and the audit
-    # event, in one transaction (the test's, here).
-    with django_assert_num_queries(1 if ON_POSTGRES else 5) as captured:
+    # statement. On SQLite: the run's and the thread's updates and the audit event, in
+    # one transaction (the test's, here), nothing read first.
+    with django_assert_num_queries(1 if ON_POSTGRES else 3) as captured:
         finished = pauses_record.run_finish(
             run_id=run.pk, worker="w1", interrupts=[], result={"ok": 1}, leased=claimed
         )
@@ -141,9 +148,10 @@ def test_the_worker_books_a_cycle_in_four_statements(
             input={},
             request=lg_services.RunRequest(stream_modes=["values"]),
         )
-        # Elsewhere: the claim's locked read, save and audit event in a transaction (a
-        # savepoint here); the end's locked reads, saves and inserts (the test's transaction).
-        counted = django_assert_num_queries(2 if ON_POSTGRES else 12)
+        # On SQLite (run_statements_sqlite): the claim's update, its thread's read and its
+        # audit event in a transaction (a savepoint here); the end's updates of run and
+        # thread, its interrupt rows and its audit events (the test's transaction).
+        counted = django_assert_num_queries(2 if ON_POSTGRES else 9)
         with counted if measured else contextlib.nullcontext():
             assert manual_runs(run) == "interrupted"
         row = HumanInterrupt.objects.get(thread_id=thread.pk)
@@ -155,7 +163,7 @@ def test_the_worker_books_a_cycle_in_four_statements(
         assert [item["id"] for item in finished["outcome"]["interrupts"]] == [str(row.pk)]
         decisions.interrupt_resolve(interrupt_id=row.pk, user=reviewer, response_type="accept")
         resume = Run.objects.get(thread_id=thread.pk, kind="resume")
-        counted = django_assert_num_queries(2 if ON_POSTGRES else 10)
+        counted = django_assert_num_queries(2 if ON_POSTGRES else 8)
         with counted if measured else contextlib.nullcontext():
             assert manual_runs(resume) == "success"
 

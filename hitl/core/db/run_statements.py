@@ -7,7 +7,8 @@ event), a run's insert with its thread's change, a start on the user's own settl
 thread (its lock, check and insert, outside any transaction). Each covers the plain
 case only and says so when it did nothing (None, False, REROUTED); the caller then
 takes its ORM path, which handles every other case under lock, and which other
-databases always take for these writes (a run's end: run_end_record's own).
+databases always take for these writes. On SQLite a run's lease and end are a few
+statements in one transaction instead (run_statements_sqlite).
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from hitl.core.db import prepared
-from hitl.core.db.locked_reads import lock_thread_and_run
+from hitl.core.db import prepared, run_statements_sqlite
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 
@@ -76,10 +76,12 @@ def run_lease_take(
     *, run_id: Any, worker: str, now: datetime, expires: datetime, max_attempts: int
 ):
     """Claim a queued run whose turn it is, or one whose lease lapsed, in one statement on
-    PostgreSQL; None otherwise (elsewhere always: the caller's turn check and locked read
-    do it there)."""
+    PostgreSQL (a few in one transaction on SQLite); None otherwise: the caller's turn
+    check and locked read do it, or say why not."""
     if not prepared.available():
-        return None
+        return run_statements_sqlite.run_lease_take(
+            run_id=run_id, worker=worker, now=now, expires=expires, max_attempts=max_attempts
+        )
     params = {
         "run_id": run_id,
         "worker": worker,
@@ -105,7 +107,7 @@ def run_lease_take(
 
 # What run_end_record answers when the thread's reviewer group is no longer the one the
 # pause's rows were routed with: nothing was written.
-REROUTED = "rerouted"
+REROUTED = run_statements_sqlite.REROUTED
 
 
 class RunEnded(NamedTuple):
@@ -212,15 +214,15 @@ def run_end_record(
     `rows` (those an earlier attempt made are skipped) with an `interrupt.created` event
     each (data: `summaries`), and append the run's `run.finished` event.
 
-    One statement on PostgreSQL, committed on its own outside a transaction; the ORM's
-    locked reads, saves and inserts elsewhere. None when the run was cancelled or
+    One statement on PostgreSQL, committed on its own outside a transaction; one per
+    table in one transaction on SQLite (run_statements_sqlite). None when the run was cancelled or
     another worker took it over. `rows` were routed with the thread's reviewer group
     `group_id`: when the thread has another one now, nothing is written and REROUTED is
     returned (route them again with the thread locked).
     """
     rows, summaries = list(rows), list(summaries)
     if not prepared.available():
-        return _end_record_orm(end, rows=rows, summaries=summaries, group_id=group_id)
+        return _end_record_sqlite(end, rows=rows, summaries=summaries, group_id=group_id)
     params: dict[str, Any] = {
         "run_id": end.run_id,
         "thread_id": end.thread_id,
@@ -260,66 +262,23 @@ def run_end_record(
     return RunEnded(thread, run, inserted)
 
 
-def _end_record_orm(
+def _end_record_sqlite(
     end: RunEnding,
     *,
     rows: list[HumanInterrupt],
     summaries: list[dict[str, Any]],
     group_id: int | None,
 ) -> RunEnded | str | None:
-    """run_end_record on other databases: the same writes, in one transaction."""
-    with transaction.atomic(savepoint=False):
-        thread, run = lock_thread_and_run(end.run_id, end.thread_id)
-        if thread is None or run is None or run.status != Run.Status.RUNNING:
-            return None
-        if run.lease_owner != end.worker:
-            return None
-        if rows and thread.reviewer_group_id != group_id:
-            return REROUTED
-        run.status, run.result, run.finished_at = end.status, end.result, end.now
-        run.lease_owner, run.lease_expires_at = "", None
-        run.save(
-            update_fields=["status", "result", "finished_at", "lease_owner", "lease_expires_at"]
-        )
-        thread.status = end.thread_status
-        thread.save(update_fields=["status", "updated_at"])
-        new = []
-        if rows:
-            made = set(
-                HumanInterrupt.objects.filter(
-                    thread_id=run.thread_id, interrupt_id__in={row.interrupt_id for row in rows}
-                ).values_list("interrupt_id", "position")
-            )
-            new = [
-                (row, summary)
-                for row, summary in zip(rows, summaries, strict=True)
-                if (row.interrupt_id, row.position) not in made
-            ]
-            HumanInterrupt.objects.bulk_create([row for row, _ in new])
-        AuditEvent.objects.bulk_create(
-            [
-                *(
-                    AuditEvent(
-                        kind=AuditEvent.Kind.INTERRUPT_CREATED,
-                        thread_id=run.thread_id,
-                        run_id=run.pk,
-                        interrupt_id=row.pk,
-                        data=summary,
-                    )
-                    for row, summary in new
-                ),
-                AuditEvent(
-                    kind=AuditEvent.Kind.RUN_FINISHED,
-                    thread_id=run.thread_id,
-                    run_id=run.pk,
-                    data={"status": run.status, "interrupts": len(new), "attempt": run.attempts},
-                ),
-            ]
-        )
-    # in_order(): by pause (created_at), then interrupt id, then request.
-    order = sorted(
-        (row for row, _ in new), key=lambda r: (r.created_at, r.interrupt_id, r.position)
+    ended = run_statements_sqlite.run_end_record(
+        end, rows=rows, summaries=summaries, group_id=group_id
     )
+    if ended is None or ended == REROUTED:
+        return ended
+    thread, run, new = ended
+    for row in new:
+        row._state.adding, row._state.db = False, connection.alias
+    # in_order(): by pause (created_at), then interrupt id, then request.
+    order = sorted(new, key=lambda r: (r.created_at, r.interrupt_id, r.position))
     return RunEnded(thread, run, [row.pk for row in order])
 
 

@@ -10,6 +10,7 @@ statements and the single-statement answer are PostgreSQL's.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import psycopg
@@ -98,18 +99,23 @@ def test_every_row_read_is_locked_until_the_transaction_ends(half_answered, test
         probe.execute(f'SELECT 1 FROM "{table}" WHERE id = ANY(%s) FOR UPDATE NOWAIT', [ids])
 
 
-def answer_in(manual_runs, requester, reviewer, grace: float = 0) -> tuple[dict, dict]:
-    """Pause an approval thread, answer it with an edit; the row's answer and its
-    audit event as stored."""
+def answer_in(
+    manual_runs, requester, reviewer, grace: float = 0, orm: pytest.MonkeyPatch | None = None
+) -> tuple[dict, dict]:
+    """Pause an approval thread, answer it with an edit (through the ORM with `orm`); the
+    row's answer and its audit event as stored."""
     from hitl.core.models import AuditEvent
 
     run = runs.run_start(graph="approval", input={}, user=requester)
     assert manual_runs(run) == "interrupted"
     row = HumanInterrupt.objects.get(thread_id=run.thread_id)
     args = {"action": "send_email", "args": {**row.args, "to": "ops@example.com"}}
-    decisions.interrupt_resolve(
-        interrupt_id=row.pk, user=reviewer, response_type="edit", args=args, grace=grace
-    )
+    with contextlib.ExitStack() as stack:
+        if orm is not None:
+            stack.enter_context(orm.context()).setattr(prepared, "available", lambda: False)
+        decisions.interrupt_resolve(
+            interrupt_id=row.pk, user=reviewer, response_type="edit", args=args, grace=grace
+        )
     stored = HumanInterrupt.objects.filter(pk=row.pk).values().get()
     assert stored["responded_at"] is not None
     event = AuditEvent.objects.filter(interrupt_id=row.pk, kind="interrupt.answered").values()
@@ -135,8 +141,7 @@ def test_an_answer_and_its_audit_event_are_one_statement_written_as_the_orm_writ
         q["sql"] for q in queries.captured_queries if 'INSERT INTO "hitl_auditevent"' in q["sql"]
     ]
     assert any(sql.lstrip().startswith("WITH u AS") for sql in written)
-    monkeypatch.setattr(prepared, "available", lambda: False)
-    orm = answer_in(manual_runs, requester, reviewer, grace)
+    orm = answer_in(manual_runs, requester, reviewer, grace, orm=monkeypatch)
     assert single == orm
     assert single[0]["status"] == "resolved" and single[0]["grace"] is bool(grace)
     assert single[1]["data"]["answer"]["args"]["to"] == "ops@example.com"

@@ -414,7 +414,7 @@ def test_a_redelivered_finish_does_not_duplicate_the_interrupts_it_made_before(
     assert [e.data["interrupts"] for e in finished_events(claimed.pk)] == [2, 0]
 
 
-# --- the ORM path, as other databases (or callers without thread_id) take it --------------
+# --- callers without thread_id (SQLite's statements: tests/core/db/test_run_statements_sqlite.py)
 
 
 def test_the_single_statement_path_is_available_on_postgresql(db):
@@ -422,9 +422,8 @@ def test_the_single_statement_path_is_available_on_postgresql(db):
 
 
 @pytest.mark.parametrize("paused", [False, True], ids=["nothing_paused", "two_interrupts"])
-@pytest.mark.parametrize("orm_way", ["no_postgres_path", "no_thread_id"])
-def test_the_orm_path_ends_a_run_as_the_single_statement_does(
-    manual_runs, requester, reviewers_group, monkeypatch, paused, orm_way
+def test_an_end_without_the_leased_run_reads_its_thread_then_ends_it_the_same_way(
+    manual_runs, requester, reviewers_group, paused
 ):
     def statements_sent(queries) -> int:
         return sum(q["sql"].lstrip().startswith("WITH t AS") for q in queries)
@@ -444,28 +443,15 @@ def test_the_orm_path_ends_a_run_as_the_single_statement_does(
     assert statements_sent(captured.captured_queries) == 1
     assert locking_selects(captured.captured_queries, RUN_TABLE) == []
 
-    if orm_way == "no_postgres_path":
-        monkeypatch.setattr(prepared, "available", lambda: False)
-        thread_id = by_orm.thread_id
-    else:
-        thread_id = None
     with CaptureQueriesContext(connection) as captured:
         finished = pauses_record.run_finish(
             run_id=by_orm.pk,
             worker="w1",
             interrupts=interrupts if paused else [],
             result=result,
-            thread_id=thread_id,
         )
-    queries = captured.captured_queries
-    if orm_way == "no_postgres_path":
-        assert statements_sent(queries) == 0  # the statement was not tried
-        [run_lock] = locking_selects(queries, RUN_TABLE)
-        [thread_lock] = locking_selects(queries, THREAD_TABLE)
-        assert thread_lock < run_lock  # thread first, as in the statement
-    else:
-        # Without the leased run its thread is read first (unlocked), then the statement.
-        assert statements_sent(queries) == 1
+    # Without the leased run its thread is read first (unlocked), then the statement.
+    assert statements_sent(captured.captured_queries) == 1
     assert finished.status == (Run.Status.INTERRUPTED if paused else Run.Status.SUCCESS)
 
     expected = outcome(by_statement.pk)

@@ -1,0 +1,239 @@
+"""run_statements' lease and end of a run, on SQLite: a few statements in one
+transaction, without the ORM.
+
+SQLite has no data-modifying CTE, so what PostgreSQL does in one statement takes one
+per table here; RETURNING hands back the rows changed, so nothing is read first.
+`BEGIN IMMEDIATE` (settings: transaction_mode) takes the database's write lock for the
+whole transaction, so no row is locked and the order of the tables does not matter.
+The conditions are run_statements' own; when they do not hold (nothing written), the
+caller takes its ORM path, which says why. Measured in docs/benchmarks.md ("The
+embedded cycle"); the statement counts are guarded in tests/test_embedded.py.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from django.db import transaction
+
+from hitl.core.db import prepared
+from hitl.core.db.locked_reads import thread_locked
+from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
+
+# Rows per INSERT of a pause's interrupts: well inside SQLite's limit on bound values.
+_ROWS_PER_INSERT = 50
+
+# run_end_record's answer when the thread's reviewer group changed (run_statements.REROUTED).
+REROUTED = "rerouted"
+
+
+def _columns(model) -> str:
+    return ", ".join(f'"{f.column}"' for f in prepared.concrete_fields(model))
+
+
+def _prep(model, name: str, value: Any) -> Any:
+    """`value` as the ORM binds it for `model`'s field `name`."""
+    return model._meta.get_field(name).get_db_prep_save(value, prepared.db())
+
+
+@cache
+def _lease_sql() -> str:
+    runs, threads = Run._meta.db_table, Thread._meta.db_table
+    # run_statements._lease_sql's conditions; the budget's offset counts only when it is
+    # an integer (Run.budget_used), else the ORM path decides.
+    return f"""
+        UPDATE "{runs}" AS x SET
+            status = %(running)s, lease_owner = %(worker)s,
+            lease_expires_at = %(expires)s, attempts = x.attempts + 1,
+            started_at = COALESCE(x.started_at, %(now)s)
+        WHERE x.id = %(run_id)s
+          AND x.status IN (%(queued)s, %(running)s)
+          AND x.attempts - (CASE WHEN json_type(x.metadata, %(retried_after)s) = 'integer'
+                                 THEN json_extract(x.metadata, %(retried_after)s)
+                                 ELSE 0 END) < %(max_attempts)s
+          AND NOT (x.status = %(running)s AND x.lease_owner <> ''
+                   AND x.lease_owner <> %(worker)s
+                   AND x.lease_expires_at IS NOT NULL AND x.lease_expires_at > %(now)s)
+          AND (x.status <> %(queued)s OR x.multitask_strategy <> %(enqueue)s OR (
+              NOT EXISTS (
+                  SELECT 1 FROM "{runs}" e
+                  WHERE e.thread_id = x.thread_id AND e.created_at < x.created_at
+                    AND e.status IN (%(queued)s, %(running)s)
+              )
+              AND EXISTS (
+                  SELECT 1 FROM "{threads}" b WHERE b.id = x.thread_id AND b.status = %(busy)s
+              )
+          ))
+        RETURNING {_columns(Run)}
+    """
+
+
+@cache
+def _audit_sql(events: int) -> str:
+    values = ", ".join(
+        f"(%(now)s, %(k{n})s, %(thread_id)s, %(run_id)s, %(i{n})s, %(a{n})s, %(d{n})s)"
+        for n in range(events)
+    )
+    return (
+        f'INSERT INTO "{AuditEvent._meta.db_table}" '
+        f"(created_at, kind, thread_id, run_id, interrupt_id, actor_id, data) VALUES {values}"
+    )
+
+
+def _audit(cursor, run: Run, now: datetime, events: list[tuple[str, Any, Any, dict]]) -> None:
+    """Append `events` (kind, interrupt id, actor id, data) about `run`, in one INSERT."""
+    params = {
+        "now": _prep(AuditEvent, "created_at", now),
+        "thread_id": _prep(AuditEvent, "thread", run.thread_id),
+        "run_id": _prep(AuditEvent, "run", run.pk),
+    }
+    for n, (kind, interrupt_id, actor_id, data) in enumerate(events):
+        params[f"k{n}"] = kind
+        params[f"i{n}"] = _prep(AuditEvent, "interrupt", interrupt_id)
+        params[f"a{n}"] = actor_id
+        params[f"d{n}"] = _prep(AuditEvent, "data", data)
+    cursor.execute(_audit_sql(len(events)), params)
+
+
+def run_lease_take(
+    *, run_id: Any, worker: str, now: datetime, expires: datetime, max_attempts: int
+) -> Run | None:
+    """run_statements.run_lease_take on SQLite: the run's lease, its thread read and its
+    `run.started` event, in one transaction; None when the conditions do not hold."""
+    params = {
+        "run_id": _prep(Run, "id", run_id),
+        "worker": worker,
+        "now": _prep(Run, "started_at", now),
+        "expires": _prep(Run, "lease_expires_at", expires),
+        "max_attempts": max_attempts,
+        "queued": Run.Status.QUEUED,
+        "running": Run.Status.RUNNING,
+        "enqueue": "enqueue",
+        "busy": Thread.Status.BUSY,
+        "retried_after": f'$."{Run.RETRIED_AFTER}"',
+    }
+    with transaction.atomic():
+        with prepared.cursor() as cursor:
+            cursor.execute(_lease_sql(), params)
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            run = prepared.instance(Run, prepared.concrete_fields(Run), row)
+            data = {"run_kind": run.kind, "attempt": run.attempts, "worker": worker}
+            _audit(cursor, run, now, [(AuditEvent.Kind.RUN_STARTED, None, run.created_by_id, data)])
+        run.thread = thread_locked(run.thread_id)
+    run.first_lease = run.attempts == 1 and run.started_at == now
+    return run
+
+
+@cache
+def _end_sql(guarded: bool) -> str:
+    """The run's end: still running under the worker's lease (and, `guarded`, its
+    thread's reviewer group still the one its pause's rows were routed with)."""
+    guard = (
+        f' AND (SELECT reviewer_group_id FROM "{Thread._meta.db_table}"'
+        " WHERE id = %(thread_id)s) IS %(group)s"
+        if guarded
+        else ""
+    )
+    return f"""
+        UPDATE "{Run._meta.db_table}" SET
+            status = %(status)s, result = %(result)s, finished_at = %(now)s,
+            lease_owner = '', lease_expires_at = NULL
+        WHERE id = %(run_id)s AND thread_id = %(thread_id)s
+          AND status = %(running)s AND lease_owner = %(worker)s{guard}
+        RETURNING {_columns(Run)}
+    """
+
+
+@cache
+def _thread_sql() -> str:
+    return f"""
+        UPDATE "{Thread._meta.db_table}" SET status = %s, updated_at = %s WHERE id = %s
+        RETURNING {_columns(Thread)}
+    """
+
+
+@cache
+def _interrupts_sql(rows: int) -> str:
+    fields = prepared.concrete_fields(HumanInterrupt)
+    values = ", ".join(
+        "(" + ", ".join(f"%(i{n}_{j})s" for j in range(len(fields))) + ")" for n in range(rows)
+    )
+    # An earlier attempt's rows are skipped.
+    return (
+        f'INSERT INTO "{HumanInterrupt._meta.db_table}" ({_columns(HumanInterrupt)}) '
+        f"VALUES {values} ON CONFLICT (thread_id, interrupt_id, position) DO NOTHING "
+        "RETURNING id"
+    )
+
+
+def _insert_interrupts(cursor, rows: list[HumanInterrupt]) -> set[Any]:
+    """Insert the pause's `rows`; the ids (as bound) of those inserted."""
+    fields, wrapper = prepared.concrete_fields(HumanInterrupt), prepared.db()
+    made: set[Any] = set()
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start : start + _ROWS_PER_INSERT]
+        params = {
+            f"i{n}_{j}": field.get_db_prep_save(field.pre_save(row, True), wrapper)
+            for n, row in enumerate(chunk)
+            for j, field in enumerate(fields)
+        }
+        cursor.execute(_interrupts_sql(len(chunk)), params)
+        made.update(found for (found,) in cursor.fetchall())
+    return made
+
+
+def run_end_record(
+    end, *, rows: list[HumanInterrupt], summaries: list[dict[str, Any]], group_id: int | None
+) -> tuple[Thread, Run, list[HumanInterrupt]] | str | None:
+    """run_statements.run_end_record on SQLite, in one transaction: (thread, run, the
+    rows inserted in the order given), None or REROUTED."""
+    thread_id = _prep(Run, "thread", end.thread_id)
+    params: dict[str, Any] = {
+        "run_id": _prep(Run, "id", end.run_id),
+        "thread_id": thread_id,
+        "worker": end.worker,
+        "status": end.status,
+        "result": _prep(Run, "result", end.result),
+        "now": _prep(Run, "finished_at", end.now),
+        "running": Run.Status.RUNNING,
+        "group": group_id,
+    }
+    with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
+        cursor.execute(_end_sql(bool(rows)), params)
+        found = cursor.fetchone()
+        if found is None:
+            if not rows:
+                return None
+            cursor.execute(
+                f'SELECT reviewer_group_id FROM "{Thread._meta.db_table}" WHERE id = %s',
+                [thread_id],
+            )
+            group = cursor.fetchone()
+            return REROUTED if group is not None and group[0] != group_id else None
+        run = prepared.instance(Run, prepared.concrete_fields(Run), found)
+        cursor.execute(
+            _thread_sql(),
+            [end.thread_status, _prep(Thread, "updated_at", end.now), thread_id],
+        )
+        thread = prepared.instance(Thread, prepared.concrete_fields(Thread), cursor.fetchone())
+        made = _insert_interrupts(cursor, rows) if rows else set()
+        new = [
+            (row, summary)
+            for row, summary in zip(rows, summaries, strict=True)
+            if _prep(HumanInterrupt, "id", row.pk) in made
+        ]
+        finished = {"status": run.status, "interrupts": len(new), "attempt": run.attempts}
+        _audit(
+            cursor,
+            run,
+            end.now,
+            [
+                *((AuditEvent.Kind.INTERRUPT_CREATED, row.pk, None, s) for row, s in new),
+                (AuditEvent.Kind.RUN_FINISHED, None, None, finished),
+            ],
+        )
+    return thread, run, [row for row, _ in new]
