@@ -1,11 +1,11 @@
-"""Ending a run: the single-statement PostgreSQL path and its ORM fallback.
+"""Ending a run: the single-statement PostgreSQL path.
 
 pauses_record.run_finish, on PostgreSQL, locks the thread, marks the run ended and the
 thread's new status, inserts the pause's interrupt rows and appends their audit events
 and the run's run.finished event, in one statement (run_statements.run_end_record, a
 data-modifying CTE). Given the leased run (as the worker calls it) that is all it sends;
-without it, it reads the thread first. On other databases the ORM path locks thread then
-run and saves each row. Both must leave the same rows behind.
+without it, it reads the thread first. SQLite's statements, which must leave the same
+rows behind, are tests/core/db/test_run_statements_sqlite.py's.
 """
 
 from __future__ import annotations
