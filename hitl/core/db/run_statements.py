@@ -22,42 +22,17 @@ from typing import Any, NamedTuple
 from django.db import connection
 from django.utils import timezone
 
-from hitl.core.db import prepared, run_statements_sqlite
+from hitl.core.db import lease_sql, prepared, run_statements_sqlite
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 
 @cache
 def _lease_sql() -> str:
     run_cols, thread_cols = prepared.select(Run, "c"), prepared.select(Thread, "t")
-    runs, threads = Run._meta.db_table, Thread._meta.db_table
-    # The lease test mirrors run_lease_take's: a live lease of another worker is left alone.
-    # The turn test mirrors multitask.run_turn's: an enqueued run is taken here only when
-    # no run before it on its thread is in flight and the thread is busy already (a
-    # paused thread's interrupts are superseded on the caller's ORM path).
+    offset = """CASE WHEN jsonb_typeof(x.metadata -> %(retried_after)s) = 'number'
+                     THEN (x.metadata ->> %(retried_after)s)::numeric::int ELSE 0 END"""
     return f"""
-        WITH c AS (
-            UPDATE "{runs}" AS x SET
-                status = %(running)s, lease_owner = %(worker)s,
-                lease_expires_at = %(expires)s, attempts = x.attempts + 1,
-                started_at = COALESCE(x.started_at, %(now)s)
-            WHERE x.id = %(run_id)s
-              AND x.status IN (%(queued)s, %(running)s)
-              AND x.attempts - (CASE WHEN jsonb_typeof(x.metadata -> %(retried_after)s) = 'number'
-                                     THEN (x.metadata ->> %(retried_after)s)::numeric::int
-                                     ELSE 0 END) < %(max_attempts)s
-              AND NOT (x.status = %(running)s AND x.lease_owner <> ''
-                       AND x.lease_owner <> %(worker)s
-                       AND x.lease_expires_at IS NOT NULL AND x.lease_expires_at > %(now)s)
-              AND (x.status <> %(queued)s OR x.multitask_strategy <> %(enqueue)s OR (
-                  NOT EXISTS (
-                      SELECT 1 FROM "{runs}" e
-                      WHERE e.thread_id = x.thread_id AND e.created_at < x.created_at
-                        AND e.status IN (%(queued)s, %(running)s)
-                  )
-                  AND EXISTS (
-                      SELECT 1 FROM "{threads}" b WHERE b.id = x.thread_id AND b.status = %(busy)s
-                  )
-              ))
+        WITH c AS ({lease_sql.lease_update(offset)}
             RETURNING x.*
         ), audited AS (
             INSERT INTO "{AuditEvent._meta.db_table}"
@@ -68,7 +43,7 @@ def _lease_sql() -> str:
             FROM c
         )
         SELECT {run_cols}, {thread_cols}, c.started_at = %(now)s AND c.attempts = 1
-        FROM c JOIN "{threads}" t ON t.id = c.thread_id
+        FROM c JOIN "{Thread._meta.db_table}" t ON t.id = c.thread_id
     """
 
 
@@ -82,19 +57,15 @@ def run_lease_take(
         return run_statements_sqlite.run_lease_take(
             run_id=run_id, worker=worker, now=now, expires=expires, max_attempts=max_attempts
         )
-    params = {
-        "run_id": run_id,
-        "worker": worker,
-        "now": now,
-        "expires": expires,
-        "max_attempts": max_attempts,
-        "queued": Run.Status.QUEUED,
-        "running": Run.Status.RUNNING,
-        "enqueue": "enqueue",
-        "busy": Thread.Status.BUSY,
-        "kind": AuditEvent.Kind.RUN_STARTED,
-        "retried_after": Run.RETRIED_AFTER,
-    }
+    params = lease_sql.lease_params(
+        run_id=run_id,
+        worker=worker,
+        now=now,
+        expires=expires,
+        max_attempts=max_attempts,
+        retried_after=Run.RETRIED_AFTER,
+    )
+    params["kind"] = AuditEvent.Kind.RUN_STARTED
     with prepared.cursor() as cursor:
         cursor.execute(_lease_sql(), params)
         row = cursor.fetchone()

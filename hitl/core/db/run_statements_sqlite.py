@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import transaction
 
-from hitl.core.db import prepared
+from hitl.core.db import lease_sql, prepared
 from hitl.core.db.locked_reads import thread_locked
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
@@ -40,34 +40,11 @@ def _prep(model, name: str, value: Any) -> Any:
 
 @cache
 def _lease_sql() -> str:
-    runs, threads = Run._meta.db_table, Thread._meta.db_table
-    # run_statements._lease_sql's conditions; the budget's offset counts only when it is
-    # an integer (Run.budget_used), else the ORM path decides.
-    return f"""
-        UPDATE "{runs}" AS x SET
-            status = %(running)s, lease_owner = %(worker)s,
-            lease_expires_at = %(expires)s, attempts = x.attempts + 1,
-            started_at = COALESCE(x.started_at, %(now)s)
-        WHERE x.id = %(run_id)s
-          AND x.status IN (%(queued)s, %(running)s)
-          AND x.attempts - (CASE WHEN json_type(x.metadata, %(retried_after)s) = 'integer'
-                                 THEN json_extract(x.metadata, %(retried_after)s)
-                                 ELSE 0 END) < %(max_attempts)s
-          AND NOT (x.status = %(running)s AND x.lease_owner <> ''
-                   AND x.lease_owner <> %(worker)s
-                   AND x.lease_expires_at IS NOT NULL AND x.lease_expires_at > %(now)s)
-          AND (x.status <> %(queued)s OR x.multitask_strategy <> %(enqueue)s OR (
-              NOT EXISTS (
-                  SELECT 1 FROM "{runs}" e
-                  WHERE e.thread_id = x.thread_id AND e.created_at < x.created_at
-                    AND e.status IN (%(queued)s, %(running)s)
-              )
-              AND EXISTS (
-                  SELECT 1 FROM "{threads}" b WHERE b.id = x.thread_id AND b.status = %(busy)s
-              )
-          ))
-        RETURNING {_columns(Run)}
-    """
+    # Only an integer offset counts (Run.budget_used); anything else leaves the run to
+    # the ORM path.
+    offset = """CASE WHEN json_type(x.metadata, %(retried_after)s) = 'integer'
+                     THEN json_extract(x.metadata, %(retried_after)s) ELSE 0 END"""
+    return f"{lease_sql.lease_update(offset)}\n        RETURNING {_columns(Run)}"
 
 
 @cache
@@ -102,18 +79,14 @@ def run_lease_take(
 ) -> Run | None:
     """run_statements.run_lease_take on SQLite: the run's lease, its thread read and its
     `run.started` event, in one transaction; None when the conditions do not hold."""
-    params = {
-        "run_id": _prep(Run, "id", run_id),
-        "worker": worker,
-        "now": _prep(Run, "started_at", now),
-        "expires": _prep(Run, "lease_expires_at", expires),
-        "max_attempts": max_attempts,
-        "queued": Run.Status.QUEUED,
-        "running": Run.Status.RUNNING,
-        "enqueue": "enqueue",
-        "busy": Thread.Status.BUSY,
-        "retried_after": f'$."{Run.RETRIED_AFTER}"',
-    }
+    params = lease_sql.lease_params(
+        run_id=_prep(Run, "id", run_id),
+        worker=worker,
+        now=_prep(Run, "started_at", now),
+        expires=_prep(Run, "lease_expires_at", expires),
+        max_attempts=max_attempts,
+        retried_after=f'$."{Run.RETRIED_AFTER}"',
+    )
     with transaction.atomic():
         with prepared.cursor() as cursor:
             cursor.execute(_lease_sql(), params)
