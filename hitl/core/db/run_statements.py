@@ -186,10 +186,10 @@ def run_end_record(
     each (data: `summaries`), and append the run's `run.finished` event.
 
     One statement on PostgreSQL, committed on its own outside a transaction; one per
-    table in one transaction on SQLite (run_statements_sqlite). None when the run was cancelled or
-    another worker took it over. `rows` were routed with the thread's reviewer group
-    `group_id`: when the thread has another one now, nothing is written and REROUTED is
-    returned (route them again with the thread locked).
+    table in one transaction on SQLite (run_statements_sqlite). None when the run was
+    cancelled or another worker took it over. `rows` were routed with the thread's
+    reviewer group `group_id`: when the thread has another one now, nothing is written
+    and REROUTED is returned (route them again with the thread locked).
     """
     rows, summaries = list(rows), list(summaries)
     if not prepared.available():
