@@ -115,13 +115,18 @@ def run_and_thread(row: tuple) -> tuple[Run, Thread, tuple]:
 
 def insert_values(obj: Model, prefix: str) -> tuple[str, str, dict[str, Any]]:
     """(columns, typed placeholders, params) to insert `obj` as the ORM would."""
-    fields, columns, placeholders = _insert_shape(type(obj), prefix)
+    _, columns, placeholders = _insert_shape(type(obj), prefix)
+    return columns, placeholders, insert_params(obj, prefix)
+
+
+def insert_params(obj: Model, prefix: str) -> dict[str, Any]:
+    """`obj`'s values as the ORM inserts them, one per `concrete_fields` column, named
+    `{prefix}0`, `{prefix}1`, ..."""
     wrapper = db()
-    params = {
+    return {
         f"{prefix}{i}": f.get_db_prep_save(f.pre_save(obj, True), wrapper)
-        for i, f in enumerate(fields)
+        for i, f in enumerate(concrete_fields(type(obj)))
     }
-    return columns, placeholders, params
 
 
 @cache

@@ -209,11 +209,9 @@ def run_end_record(
         params["group"] = group_id
         params["created"] = AuditEvent.Kind.INTERRUPT_CREATED
         data_field = AuditEvent._meta.get_field("data")
-        fields = prepared.concrete_fields(HumanInterrupt)
         wrapper = prepared.db()
         for n, (row, summary) in enumerate(zip(rows, summaries, strict=True)):
-            for j, field in enumerate(fields):
-                params[f"i{n}_{j}"] = field.get_db_prep_save(field.pre_save(row, True), wrapper)
+            params.update(prepared.insert_params(row, f"i{n}_"))
             params[f"sid{n}"] = row.pk
             params[f"s{n}"] = data_field.get_db_prep_save(summary, wrapper)
     with prepared.cursor() as cursor:

@@ -145,15 +145,12 @@ def _interrupts_sql(rows: int) -> str:
 
 def _insert_interrupts(cursor, rows: list[HumanInterrupt]) -> set[Any]:
     """Insert the pause's `rows`; the ids (as bound) of those inserted."""
-    fields, wrapper = prepared.concrete_fields(HumanInterrupt), prepared.db()
     made: set[Any] = set()
     for start in range(0, len(rows), _ROWS_PER_INSERT):
         chunk = rows[start : start + _ROWS_PER_INSERT]
-        params = {
-            f"i{n}_{j}": field.get_db_prep_save(field.pre_save(row, True), wrapper)
-            for n, row in enumerate(chunk)
-            for j, field in enumerate(fields)
-        }
+        params: dict[str, Any] = {}
+        for n, row in enumerate(chunk):
+            params.update(prepared.insert_params(row, f"i{n}_"))
         cursor.execute(_interrupts_sql(len(chunk)), params)
         made.update(found for (found,) in cursor.fetchall())
     return made
