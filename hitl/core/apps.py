@@ -13,6 +13,7 @@ class CoreConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from hitl import logcontext
+        from hitl.compat import redis_asyncio
         from hitl.core.access import confcache
         from hitl.core.db import json_contains
         from hitl.core.db.audit_guard import install_sqlite_function
@@ -31,6 +32,9 @@ class CoreConfig(AppConfig):
         connection_created.connect(
             json_contains.install_sqlite_function, dispatch_uid="hitl-json-contains"
         )
+
+        # A cancelled Redis command ends even when the cancellation meets its write.
+        redis_asyncio.keep_cancellations()
 
         # Carries request/thread/run ids from the web process into worker log lines.
         logcontext.connect_celery_signals()

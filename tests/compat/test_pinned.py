@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 from importlib.metadata import version
 
 import pytest
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import Connection as RedisConnection
 
-from hitl.compat import channels_redis, daphne, kombu, psycopg_pool
+from hitl.compat import channels_redis, daphne, kombu, psycopg_pool, redis_asyncio
 
 
 def _series(dist: str) -> str:
@@ -28,6 +32,7 @@ def _series(dist: str) -> str:
         (daphne, "daphne"),
         (psycopg_pool, "psycopg_pool"),
         (kombu, "kombu"),
+        (redis_asyncio, "redis"),
     ],
 )
 def test_each_patch_names_the_installed_release_series(module, dist):
@@ -131,6 +136,100 @@ def test_a_broadcast_is_heard_on_its_own_redis_database_only():
     got, got_there = asyncio.run(scenario())
     assert [m["n"] for m in got] == [1]
     assert [m["n"] for m in got_there] == [2]
+
+
+class CancelledAsWritten(RedisConnection):
+    """Cancels a task the moment its command's bytes have gone out: a socket closing as
+    the layer sends its BZPOPMIN. Python 3.11's wait_for then hands the write back and
+    drops the cancellation (CPython gh-86296)."""
+
+    armed: dict[bytes, asyncio.Task] = {}
+
+    async def _send_packed_command(self, command) -> None:
+        await super()._send_packed_command(command)
+        for name, task in list(self.armed.items()):
+            if any(name in part for part in command):
+                del self.armed[name]
+                asyncio.get_running_loop().call_soon(task.cancel)
+
+
+def _cancelled_as_written_ping(url: str) -> tuple[bool, str | None, bool]:
+    """Whether the PING's task ended cancelled, then what the same client reads next."""
+
+    async def scenario() -> tuple[bool, str | None, bool]:
+        pool = ConnectionPool.from_url(url, connection_class=CancelledAsWritten, socket_timeout=5)
+        client = Redis(connection_pool=pool)
+        await client.set("pin-cancelled-as-written", "after")
+        task = asyncio.current_task()
+        pinging = asyncio.ensure_future(client.ping())
+        CancelledAsWritten.armed[b"PING"] = pinging
+        try:
+            await pinging
+        except asyncio.CancelledError:
+            if task.cancelling():  # this test's own task was not the one cancelled
+                raise
+        after = await client.get("pin-cancelled-as-written")
+        await client.delete("pin-cancelled-as-written")
+        await pool.disconnect()
+        return pinging.cancelled(), after and after.decode(), pinging.done()
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.postgres
+def test_a_redis_command_cancelled_as_its_write_ends_is_cancelled_and_its_reply_unread():
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis")
+    redis_asyncio.keep_cancellations()
+    redis_asyncio.keep_cancellations()  # once: the original is not wrapped twice
+    patched = AbstractConnection.send_packed_command
+    assert not getattr(patched.__wrapped__, "keeps_cancellations", False)
+
+    cancelled, after, done = _cancelled_as_written_ping(settings.REDIS_URL)
+    # The PING's reply was never read: the next command reads its own.
+    assert (cancelled, after, done) == (True, "after", True)
+
+
+@pytest.mark.postgres
+def test_without_the_patch_python_3_11_loses_that_cancellation(monkeypatch):
+    """The race above is real on this Python: unpatched, the cancelled PING answers."""
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis")
+    redis_asyncio.keep_cancellations()
+    original = AbstractConnection.send_packed_command.__wrapped__
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", original)
+    cancelled, after, done = _cancelled_as_written_ping(settings.REDIS_URL)
+    if sys.version_info < (3, 12):
+        assert (cancelled, after, done) == (False, "after", True)
+    else:
+        assert (cancelled, after, done) == (True, "after", True)
+
+
+@pytest.mark.postgres
+def test_a_layer_receive_cancelled_as_its_bzpopmin_is_written_ends():
+    """A socket that closes as its consumer's receive writes BZPOPMIN: the receive ends
+    instead of reading a channel nobody owns every five seconds."""
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis")
+    redis_asyncio.keep_cancellations()
+
+    async def scenario() -> tuple[bool, bool]:
+        host = {"address": settings.REDIS_URL, "socket_timeout": 30}
+        layer = RedisChannelLayer(
+            hosts=[{**host, "connection_class": CancelledAsWritten}], prefix="pin"
+        )
+        channel = await layer.new_channel()
+        receiving = asyncio.ensure_future(layer.receive(channel))
+        CancelledAsWritten.armed[b"BZPOPMIN"] = receiving
+        # A bound for a failure only: unpatched, the receive never ends.
+        await asyncio.wait({receiving}, timeout=60)
+        ended, cancelled = receiving.done(), receiving.done() and receiving.cancelled()
+        if not ended:
+            receiving.cancel()
+        await layer.close_pools()
+        return ended, cancelled
+
+    assert asyncio.run(scenario()) == (True, True)
 
 
 def test_daphne_requests_leave_post_bodies_to_django():
