@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 PG, REDIS = "5432", "6379"
-HEADER = re.compile(r"^(\d+\.\d+) IP (\S+) > (\S+): ")
+HEADER = re.compile(r"^(\d+\.\d+) IP (\S+) > (\S+): .*$", re.MULTILINE)
 # kombu's unacked entry for a delivery carries its score (a timestamp); the ack does not.
 DELIVERY = re.compile(r"unacked\.*\$\d+\.*\d{9,}\.\d")
 
@@ -36,68 +36,61 @@ Packet = tuple[float, str, str, str]  # time, source port, destination port, pay
 
 def packets(text: str) -> list[Packet]:
     """The capture's packets: tcpdump -tt -A prints a header line, then the payload."""
+    headers = list(HEADER.finditer(text))
     out: list[Packet] = []
-    current: list = []
-    for line in text.split("\n"):
-        match = HEADER.match(line)
-        if match:
-            if current:
-                out.append((current[0], current[1], current[2], "".join(current[3])))
-            source, destination = (match.group(i).rsplit(".", 1)[1] for i in (2, 3))
-            current = [float(match.group(1)), source, destination, []]
-        elif current:
-            current[3].append(re.sub(r"[^ -~]", ".", line))
-    if current:
-        out.append((current[0], current[1], current[2], "".join(current[3])))
+    for match, after in zip(headers, [*headers[1:], None], strict=True):
+        payload = text[match.end() : after.start() if after else len(text)].replace("\n", "")
+        source, destination = (match.group(i).rsplit(".", 1)[1] for i in (2, 3))
+        out.append((float(match.group(1)), source, destination, re.sub(r"[^ -~]", ".", payload)))
     return out
 
 
 def half_marks(half: list[Packet], http: str, first_half: bool) -> dict[str, float]:
     """Milliseconds from the half's first packet to each milestone found in it."""
+    marks: dict[str, float] = {}
 
-    def first(pred: Callable[[Packet], bool], start: int = 0) -> int | None:
+    def first(pred: Callable[[Packet], bool], start: int | None = 0) -> int | None:
+        if start is None:  # the milestone it follows is missing
+            return None
         return next((i for i in range(start, len(half)) if pred(half[i])), None)
 
-    def at(i: int) -> float:
-        return (half[i][0] - half[0][0]) * 1000
+    def mark(name: str, i: int | None) -> int | None:
+        if i is not None:
+            marks[name] = (half[i][0] - half[0][0]) * 1000
+        return i
 
-    marks: dict[str, float] = {}
-    start = 0
+    start: int | None = 0
     if first_half:
-        if (i := first(lambda p: p[2] == PG)) is not None:
-            marks["web: the thread's INSERT sent"] = at(i)
-        if (i := first(lambda p: p[1] == http and "HTTP/1.1 200" in p[3])) is not None:
-            marks["web: threads.create answered"] = at(i)
-        start = first(lambda p: p[2] == http and "/runs/wait" in p[3]) or 0
-        marks["client: runs.wait arrives"] = at(start)
-    if (i := first(lambda p: p[2] == PG, start)) is not None:
-        marks["web: its first statement sent"] = at(i)
-    send = first(lambda p: p[2] == REDIS and "LPUSH" in p[3])
-    if send is None:
-        return marks
-    marks["web: the Celery send (LPUSH)"] = at(send)
-    delivery = first(lambda p: p[2] == REDIS and DELIVERY.search(p[3]) is not None, send)
-    if delivery is None:
-        return marks
-    marks["worker: the delivery (its unacked entry)"] = at(delivery)
-    lease = first(lambda p: p[2] == PG, delivery)
-    if lease is None:
-        return marks
-    marks["worker: the lease sent"] = at(lease)
+        mark("web: the thread's INSERT sent", first(lambda p: p[2] == PG))
+        mark(
+            "web: threads.create answered",
+            first(lambda p: p[1] == http and "HTTP/1.1 200" in p[3]),
+        )
+        start = mark(
+            "client: runs.wait arrives", first(lambda p: p[2] == http and "/runs/wait" in p[3])
+        )
+    mark("web: its first statement sent", first(lambda p: p[2] == PG, start))
+    send = mark("web: the Celery send (LPUSH)", first(lambda p: p[2] == REDIS and "LPUSH" in p[3]))
+    delivery = mark(
+        "worker: the delivery (its unacked entry)",
+        first(lambda p: p[2] == REDIS and DELIVERY.search(p[3]) is not None, send),
+    )
+    lease = mark("worker: the lease sent", first(lambda p: p[2] == PG, delivery))
     read = first(lambda p: p[1] == PG and "checkpoint_ns" in p[3], lease)
     heard = first(lambda p: p[1] == REDIS and "asgi:broadcast" in p[3], lease)
     if read is None or heard is None:
         return marks
-    marks["worker: the checkpoint read answered"] = at(read)
+    mark("worker: the checkpoint read answered", read)
     statements = [i for i in range(read, heard) if half[i][2] == PG]
     if len(statements) >= 2:
-        marks["worker: the last checkpoint write sent"] = at(statements[-2])
+        mark("worker: the last checkpoint write sent", statements[-2])
     if statements:
-        marks["worker: the run's end sent"] = at(statements[-1])
-    marks["web: hears the end (broadcast)"] = at(heard)
-    body = first(lambda p: p[1] == http and "HTTP/1.1" not in p[3], heard)
-    if body is not None:
-        marks["web: the answer's body out"] = at(body)
+        mark("worker: the run's end sent", statements[-1])
+    mark("web: hears the end (broadcast)", heard)
+    mark(
+        "web: the answer's body out",
+        first(lambda p: p[1] == http and "HTTP/1.1" not in p[3], heard),
+    )
     return marks
 
 
