@@ -334,10 +334,10 @@ def test_an_embedded_cycle_opens_nothing_new_and_sends_only_to_whom_listens(embe
     # Five checkpoints and five tasks' writes per cycle, one transaction each.
     assert total("sql checkpoints.sqlite3 BEGIN") == 10 * cycles, seen
     # The cycle's own statements, on the request and run threads (run leases and the
-    # sweeper tick on their own), with BEGIN/COMMIT: 15 for the three requests, 21 for
+    # sweeper tick on their own), with BEGIN/COMMIT: 14 for the three requests, 21 for
     # the two runs (each lease 5, the ends 6 and 5: run_statements_sqlite); a new pool
     # thread's connection adds its 5 setup statements.
     threads = ("hitl-request", "hitl-run")
     cycle_statements = sum(total(f"sql-thread hitl.sqlite3 {kind}") for kind in threads)
     setup = 5 * sum(by_thread("connect hitl.sqlite3 ")[kind] for kind in threads)
-    assert cycle_statements - setup <= 36 * cycles, seen
+    assert cycle_statements - setup <= 35 * cycles, seen

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.models import Model
 
-from hitl.core.db import prepared, run_statements
+from hitl.core.db import prepared, run_statements, run_statements_sqlite
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 
@@ -117,9 +117,7 @@ def save_with_audit(obj: Model, fields: list[str], event: AuditEvent) -> bool:
     PostgreSQL. Returns whether the row was there to update; the event is appended only
     then."""
     if not prepared.available():
-        obj.save(update_fields=fields)  # the caller's lock keeps the row there
-        event.save()
-        return True
+        return run_statements_sqlite.save_with_audit(obj, fields, event)
     part, params = _save_with_audit_part(obj, fields, event)
     with prepared.cursor() as cursor:
         cursor.execute(f"WITH {part} SELECT count(*) FROM a", params)

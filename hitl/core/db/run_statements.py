@@ -292,11 +292,12 @@ def run_insert_with_thread(
     statement on PostgreSQL. With `only_if_no_runs` nothing is written if the thread has
     a run already; returns whether the run was inserted."""
     if not prepared.available():
-        if only_if_no_runs and thread.runs.exists():
-            return False
-        thread.save(update_fields=fields)
-        run.save(force_insert=True)
-        return True
+        inserted = run_statements_sqlite.run_insert_with_thread(
+            run=run, thread=thread, fields=fields, only_if_no_runs=only_if_no_runs
+        )
+        if inserted:
+            run_inserted(run, thread)
+        return inserted
     part, params = run_insert_part(run, thread, fields, only_if_no_runs)
     with prepared.cursor() as cursor:
         cursor.execute(f"WITH {part} SELECT count(*) FROM r", params)

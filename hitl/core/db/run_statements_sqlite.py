@@ -1,5 +1,5 @@
-"""run_statements' lease and end of a run, on SQLite: a few statements in one
-transaction, without the ORM.
+"""run_statements' lease, start and end of a run, and answer_statements' answer with
+its audit event, on SQLite: a few statements in one transaction, without the ORM.
 
 SQLite has no data-modifying CTE, so what PostgreSQL does in one statement takes one
 per table here; RETURNING hands back the rows changed, so nothing is read first.
@@ -207,3 +207,73 @@ def run_end_record(
             ],
         )
     return thread, run, [row for row, _ in new]
+
+
+@cache
+def _update_sql(model, fields: tuple[str, ...], guard: str = "") -> str:
+    sets = ", ".join(
+        f'"{model._meta.get_field(name).column}" = %(u{i})s' for i, name in enumerate(fields)
+    )
+    return f'UPDATE "{model._meta.db_table}" SET {sets} WHERE "{model._meta.pk.column}" = %(pk)s{guard}'
+
+
+def _update_params(obj, fields: tuple[str, ...]) -> dict[str, Any]:
+    """`fields` of `obj` as `obj.save(update_fields=fields)` binds them (auto_now set)."""
+    wrapper = prepared.db()
+    params = {"pk": _prep(type(obj), obj._meta.pk.name, obj.pk)}
+    for i, name in enumerate(fields):
+        field = obj._meta.get_field(name)
+        params[f"u{i}"] = field.get_db_prep_save(field.pre_save(obj, False), wrapper)
+    return params
+
+
+@cache
+def _insert_sql(model) -> tuple[str, tuple[Any, ...]]:
+    """An INSERT of one `model` row, its primary key left out when the database numbers
+    it; with the fields it binds, in order."""
+    fields = tuple(
+        f for f in prepared.concrete_fields(model) if not (f.primary_key and f.db_returning)
+    )
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    values = ", ".join(f"%(v{i})s" for i in range(len(fields)))
+    return f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES ({values})', fields
+
+
+def _insert(cursor, obj) -> None:
+    sql, fields = _insert_sql(type(obj))
+    wrapper = prepared.db()
+    cursor.execute(
+        sql,
+        {f"v{i}": f.get_db_prep_save(f.pre_save(obj, True), wrapper) for i, f in enumerate(fields)},
+    )
+
+
+def run_insert_with_thread(
+    *, run: Run, thread: Thread, fields: list[str], only_if_no_runs: bool
+) -> bool:
+    """run_statements.run_insert_with_thread on SQLite: the thread's UPDATE (none when
+    `only_if_no_runs` and it has a run), then the run's INSERT."""
+    guard = (
+        f' AND NOT EXISTS (SELECT 1 FROM "{Run._meta.db_table}" WHERE thread_id = %(pk)s)'
+        if only_if_no_runs
+        else ""
+    )
+    with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
+        cursor.execute(
+            _update_sql(Thread, tuple(fields), guard), _update_params(thread, tuple(fields))
+        )
+        if cursor.rowcount != 1:
+            return False
+        _insert(cursor, run)
+    return True
+
+
+def save_with_audit(obj, fields: list[str], event: AuditEvent) -> bool:
+    """answer_statements.save_with_audit on SQLite: the row's UPDATE, then the event's
+    INSERT when there was a row."""
+    with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
+        cursor.execute(_update_sql(type(obj), tuple(fields)), _update_params(obj, tuple(fields)))
+        if cursor.rowcount != 1:
+            return False
+        _insert(cursor, event)
+    return True

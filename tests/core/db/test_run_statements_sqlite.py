@@ -1,6 +1,7 @@
-"""A run's lease and end on SQLite (hitl/core/db/run_statements_sqlite.py), as the
-embedded server records them: the same rows, events and refusals as PostgreSQL's
-single statements (tests/core/worker/test_run_lease_taken.py, test_run_end_recorded.py).
+"""A run's lease, start and end, and an answer with its event, on SQLite
+(hitl/core/db/run_statements_sqlite.py), as the embedded server records them: the same
+rows, events and refusals as PostgreSQL's single statements
+(tests/core/worker/test_run_lease_taken.py, test_run_end_recorded.py).
 
 The suite's database is PostgreSQL: each test points this thread's default database at
 a fresh copy of one migrated SQLite file, with the embedded server's options.
@@ -22,7 +23,7 @@ from django.db.utils import ConnectionHandler
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from hitl.core.db import prepared, run_statements
+from hitl.core.db import answer_statements, prepared, run_statements
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 from hitl.core.worker import lease
 
@@ -353,3 +354,97 @@ def test_an_end_of_a_run_no_longer_the_workers_writes_nothing(requester, how):
     assert Thread.objects.get(pk=run.thread_id).status == "busy"
     assert not HumanInterrupt.objects.exists()
     assert [kind for kind, _ in _events(run.pk)] == ["run.started"]
+
+
+# --- a run's start with its thread, an answer with its event ------------------------------
+
+
+def _statements(captured) -> list[str]:
+    return [q["sql"].split()[0] for q in captured.captured_queries]
+
+
+@pytest.mark.parametrize("only_if_no_runs", [False, True])
+def test_a_run_is_inserted_with_its_threads_fields_and_nothing_read(requester, only_if_no_runs):
+    thread = Thread.objects.create(graph="", requester=requester, status=Thread.Status.IDLE)
+    before = thread.updated_at
+    run = Run(thread=thread, kind=Run.Kind.START, input={"n": "é"}, created_by=requester)
+    thread.graph, thread.status = "approval", Thread.Status.BUSY
+    with CaptureQueriesContext(prepared.db()) as captured:
+        inserted = run_statements.run_insert_with_thread(
+            run=run,
+            thread=thread,
+            fields=["graph", "status", "updated_at"],
+            only_if_no_runs=only_if_no_runs,
+        )
+    assert inserted is True
+    assert _statements(captured) == ["BEGIN", "UPDATE", "INSERT", "COMMIT"]
+    assert not run._state.adding
+    stored = Thread.objects.get(pk=thread.pk)
+    assert (stored.graph, stored.status) == ("approval", "busy")
+    assert stored.updated_at == thread.updated_at > before
+    row = Run.objects.get(pk=run.pk)
+    assert (row.thread_id, row.kind, row.status, row.input, row.created_by_id) == (
+        thread.pk,
+        "start",
+        "queued",
+        {"n": "é"},
+        requester.pk,
+    )
+    assert row.created_at == run.created_at
+
+
+def test_a_run_only_if_none_is_not_inserted_beside_an_earlier_run(requester):
+    earlier = _run(requester, status=Run.Status.SUCCESS)
+    thread = earlier.thread
+    Thread.objects.filter(pk=thread.pk).update(graph="other", status=Thread.Status.DONE)
+    run = Run(thread=thread, kind=Run.Kind.START, input={}, created_by=requester)
+    thread.graph, thread.status = "approval", Thread.Status.BUSY
+    inserted = run_statements.run_insert_with_thread(
+        run=run, thread=thread, fields=["graph", "status"], only_if_no_runs=True
+    )
+    assert inserted is False
+    assert run._state.adding
+    assert list(Run.objects.filter(thread_id=thread.pk)) == [earlier]
+    stored = Thread.objects.get(pk=thread.pk)
+    assert (stored.graph, stored.status) == ("other", "done")
+
+
+def test_an_answer_is_saved_with_its_event_and_a_missing_row_writes_neither(requester):
+    group = Group.objects.create(name="reviewers")
+    run = _leased(requester, group)
+    row = _rows(run, group, "x")[0]
+    row.save()
+    row.status, row.response_type = HumanInterrupt.Status.RESOLVED, "accept"
+    row.response_args, row.responded_by = {"b": 1, "a": "é"}, requester
+    event = AuditEvent(
+        kind=AuditEvent.Kind.INTERRUPT_ANSWERED,
+        thread_id=run.thread_id,
+        interrupt=row,
+        actor=requester,
+        data={"zeta": 1, "alpha": 2},
+    )
+    fields = ["status", "response_type", "response_args", "responded_by"]
+    with CaptureQueriesContext(prepared.db()) as captured:
+        assert answer_statements.save_with_audit(row, fields, event) is True
+    assert _statements(captured) == ["BEGIN", "UPDATE", "INSERT", "COMMIT"]
+    stored = HumanInterrupt.objects.get(pk=row.pk)
+    assert (stored.status, stored.response_type, stored.response_args, stored.responded_by_id) == (
+        "resolved",
+        "accept",
+        {"b": 1, "a": "é"},
+        requester.pk,
+    )
+    appended = AuditEvent.objects.get(interrupt_id=row.pk, kind="interrupt.answered")
+    assert (appended.thread_id, appended.actor_id, list(appended.data)) == (
+        run.thread_id,
+        requester.pk,
+        ["zeta", "alpha"],
+    )
+    assert appended.created_at is not None
+
+    gone = _rows(run, group, "y")[0]  # never inserted
+    gone.status = HumanInterrupt.Status.RESOLVED
+    late = AuditEvent(kind=AuditEvent.Kind.INTERRUPT_ANSWERED, thread_id=run.thread_id, data={})
+    assert answer_statements.save_with_audit(gone, ["status"], late) is False
+    assert not HumanInterrupt.objects.filter(pk=gone.pk).exists()
+    assert AuditEvent.objects.filter(kind="interrupt.answered").count() == 1
