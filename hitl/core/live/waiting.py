@@ -78,6 +78,11 @@ def released(func: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     return sync_to_async(call)
 
 
+# Run ends whose ids a hub remembers, to pass over a second copy (the broadcast and a
+# thread group both carry one); copies arrive moments apart.
+SEEN_IDS = 512
+
+
 class _Hub:
     """One channel-layer receiver per event loop, fanning messages out to waiters.
 
@@ -93,7 +98,8 @@ class _Hub:
         self.channel = ""
         # Waiting queues by channel-layer group (a thread's full or status-only group).
         self.waiters: dict[str, set[asyncio.Queue]] = {}
-        self.seen: collections.deque[str] = collections.deque(maxlen=512)
+        # The ids of the last SEEN_IDS run ends dispatched, oldest first.
+        self.seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.stopping = False
         self.task: asyncio.Task | None = None
         self.ready = asyncio.Event()
@@ -197,7 +203,9 @@ class _Hub:
             return True
         if eid in self.seen:
             return False
-        self.seen.append(eid)
+        self.seen[eid] = None
+        if len(self.seen) > SEEN_IDS:
+            self.seen.popitem(last=False)
         return True
 
     def unhealthy(self) -> None:

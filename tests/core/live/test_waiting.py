@@ -449,3 +449,18 @@ def test_a_runs_queued_events_are_read_even_when_its_end_is_read_first(transacti
 
     got = asyncio.run(scenario())
     assert got == [{"type": "STATE_SNAPSHOT", "runId": rid, "snapshot": {"sent": False}}]
+
+
+def test_a_hub_passes_over_a_second_copy_of_a_run_end_among_its_last_ids():
+    from hitl.core.live.waiting import SEEN_IDS, _Hub
+
+    hub = _Hub(layer=None)
+    assert hub._first({"eid": "a"}) is True
+    assert hub._first({"eid": "a"}) is False  # the other group's copy
+    assert hub._first({}) is True and hub._first({}) is True  # no id: never a copy
+    for n in range(SEEN_IDS - 1):
+        assert hub._first({"eid": f"later-{n}"}) is True
+    assert hub._first({"eid": "a"}) is False  # still among the last SEEN_IDS
+    assert hub._first({"eid": "one-more"}) is True
+    assert hub._first({"eid": "a"}) is True  # the oldest was forgotten
+    assert len(hub.seen) == SEEN_IDS
