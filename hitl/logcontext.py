@@ -16,11 +16,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction
-from django.urls import Resolver404, get_urlconf, resolve
+from django.urls import Resolver404, ResolverMatch, get_urlconf, resolve
 from django.utils.decorators import sync_and_async_middleware
 
 FIELDS = ("request_id", "thread_id", "run_id")
@@ -105,23 +104,34 @@ class JsonFormatter(logging.Formatter):
 # --- the web side ------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
-def _thread_id_in(path: str, urlconf: str | None) -> str | None:
-    """The URL's thread id, if its route has one. Cached: a thread's URLs repeat (a
-    wait, its resume, its stream), and Django resolves the path again for the view."""
+def _resolved(request) -> ResolverMatch | None:
+    """The request's URL resolved (None: no route), kept on the request for Django's
+    handler: hitl.middleware.ASGIHandler takes it from `kept_match` instead of resolving
+    the path a second time."""
     try:
-        thread_id = resolve(path, urlconf).kwargs.get("thread_id")
+        match = resolve(request.path_info, get_urlconf())
     except Resolver404:
         return None
-    return str(thread_id) if thread_id else None
+    request._hitl_match = (request.path_info, getattr(request, "urlconf", None), match)
+    return match
+
+
+def kept_match(request) -> ResolverMatch | None:
+    """The match `_resolved` kept, if the request still has the path and urlconf it was
+    resolved with (a middleware in between may change either)."""
+    kept = getattr(request, "_hitl_match", None)
+    if kept is None or kept[0] != request.path_info or kept[1] != getattr(request, "urlconf", None):
+        return None
+    return kept[2]
 
 
 def _ids_for_request(request) -> dict[str, str]:
     supplied = request.headers.get("X-Request-ID", "")
     ids = {"request_id": supplied if _REQUEST_ID.match(supplied) else uuid.uuid4().hex}
-    thread_id = _thread_id_in(request.path_info, get_urlconf())
+    match = _resolved(request)
+    thread_id = match.kwargs.get("thread_id") if match is not None else None
     if thread_id:
-        ids["thread_id"] = thread_id
+        ids["thread_id"] = str(thread_id)
     return ids
 
 

@@ -25,6 +25,8 @@ from django.db import close_old_connections, reset_queries
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.module_loading import import_string
 
+from hitl import logcontext
+
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
@@ -170,6 +172,14 @@ class ASGIHandler(DjangoASGIHandler):
                 _IDLE.append(executor)
             else:
                 executor.shutdown(wait=False)
+
+    def resolve_request(self, request):
+        # The log context's middleware, first of all, resolved the path already.
+        match = logcontext.kept_match(request)
+        if match is None:
+            return super().resolve_request(request)
+        request.resolver_match = match
+        return match
 
     def load_middleware(self, is_async: bool = False) -> None:
         configured = settings.MIDDLEWARE
