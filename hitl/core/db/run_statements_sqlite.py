@@ -214,7 +214,8 @@ def _update_sql(model, fields: tuple[str, ...], guard: str = "") -> str:
     sets = ", ".join(
         f'"{model._meta.get_field(name).column}" = %(u{i})s' for i, name in enumerate(fields)
     )
-    return f'UPDATE "{model._meta.db_table}" SET {sets} WHERE "{model._meta.pk.column}" = %(pk)s{guard}'
+    where = f'"{model._meta.pk.column}" = %(pk)s{guard}'
+    return f'UPDATE "{model._meta.db_table}" SET {sets} WHERE {where}'
 
 
 def _update_params(obj, fields: tuple[str, ...]) -> dict[str, Any]:
