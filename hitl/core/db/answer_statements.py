@@ -75,13 +75,11 @@ def _save_with_audit_part(
     """The CTEs `u` (the row's update) and `a` (the event's insert, when `u` updated a
     row) of save_with_audit, with their parameters."""
     sql, updated, audit_fields = _save_with_audit_sql(type(obj), tuple(fields))
-    params: dict[str, Any] = {"pk": obj.pk}
-    wrapper = prepared.db()
-    for i, field in enumerate(updated):
-        params[f"u{i}"] = field.get_db_prep_save(field.pre_save(obj, False), wrapper)
-    for i, field in enumerate(audit_fields):
-        params[f"a{i}"] = field.get_db_prep_save(field.pre_save(event, True), wrapper)
-    return sql, params
+    return sql, {
+        "pk": obj.pk,
+        **prepared.save_params(obj, updated, "u", adding=False),
+        **prepared.save_params(event, audit_fields, "a", adding=True),
+    }
 
 
 @cache

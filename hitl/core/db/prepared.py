@@ -122,10 +122,16 @@ def insert_values(obj: Model, prefix: str) -> tuple[str, str, dict[str, Any]]:
 def insert_params(obj: Model, prefix: str) -> dict[str, Any]:
     """`obj`'s values as the ORM inserts them, one per `concrete_fields` column, named
     `{prefix}0`, `{prefix}1`, ..."""
+    return save_params(obj, concrete_fields(type(obj)), prefix, adding=True)
+
+
+def save_params(obj: Model, fields: Any, prefix: str, *, adding: bool) -> dict[str, Any]:
+    """`fields` of `obj` as the ORM binds them when it saves `obj` (`adding`: an insert),
+    named `{prefix}0`, `{prefix}1`, ...; like save(), this sets auto_now fields on `obj`."""
     wrapper = db()
     return {
-        f"{prefix}{i}": f.get_db_prep_save(f.pre_save(obj, True), wrapper)
-        for i, f in enumerate(concrete_fields(type(obj)))
+        f"{prefix}{i}": f.get_db_prep_save(f.pre_save(obj, adding), wrapper)
+        for i, f in enumerate(fields)
     }
 
 

@@ -256,12 +256,9 @@ def run_insert_part(
 ) -> tuple[str, dict[str, Any]]:
     """The CTEs `th` (the thread's change) and `r` (the run's insert, when `th` changed
     a row) of run_insert_with_thread, with their parameters."""
-    sets, params = [], {"thread_id": thread.pk}
-    wrapper = prepared.db()
-    for i, name in enumerate(fields):
-        field = Thread._meta.get_field(name)
-        params[f"t{i}"] = field.get_db_prep_save(field.pre_save(thread, False), wrapper)
-        sets.append(f'"{field.column}" = %(t{i})s')
+    changed = [Thread._meta.get_field(name) for name in fields]
+    sets = [f'"{field.column}" = %(t{i})s' for i, field in enumerate(changed)]
+    params = {"thread_id": thread.pk, **prepared.save_params(thread, changed, "t", adding=False)}
     guard = (
         f' AND NOT EXISTS (SELECT 1 FROM "{Run._meta.db_table}" WHERE thread_id = %(thread_id)s)'
         if only_if_no_runs

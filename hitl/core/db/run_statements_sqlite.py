@@ -220,12 +220,11 @@ def _update_sql(model, fields: tuple[str, ...], guard: str = "") -> str:
 
 def _update_params(obj, fields: tuple[str, ...]) -> dict[str, Any]:
     """`fields` of `obj` as `obj.save(update_fields=fields)` binds them (auto_now set)."""
-    wrapper = prepared.db()
-    params = {"pk": _prep(type(obj), obj._meta.pk.name, obj.pk)}
-    for i, name in enumerate(fields):
-        field = obj._meta.get_field(name)
-        params[f"u{i}"] = field.get_db_prep_save(field.pre_save(obj, False), wrapper)
-    return params
+    changed = [obj._meta.get_field(name) for name in fields]
+    return {
+        "pk": _prep(type(obj), obj._meta.pk.name, obj.pk),
+        **prepared.save_params(obj, changed, "u", adding=False),
+    }
 
 
 @cache
@@ -242,11 +241,7 @@ def _insert_sql(model) -> tuple[str, tuple[Any, ...]]:
 
 def _insert(cursor, obj) -> None:
     sql, fields = _insert_sql(type(obj))
-    wrapper = prepared.db()
-    cursor.execute(
-        sql,
-        {f"v{i}": f.get_db_prep_save(f.pre_save(obj, True), wrapper) for i, f in enumerate(fields)},
-    )
+    cursor.execute(sql, prepared.save_params(obj, fields, "v", adding=True))
 
 
 def run_insert_with_thread(
