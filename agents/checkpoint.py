@@ -25,7 +25,7 @@ from agents.pg_pool import (
     setup_locked,
 )
 from agents.postgres_saver import ordered_async_postgres_saver
-from agents.sqlite_saver import SQLITE_PRAGMAS, threaded_sqlite_saver
+from agents.sqlite_saver import SQLITE_PRAGMAS, loop_sqlite_saver
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, bool], tuple[int, Any]] = {}
@@ -125,8 +125,8 @@ async def _amake(url: str, pool_size: int, prepare: bool = True) -> Any:
         conn = sqlite3.connect(_sqlite_path(url), check_same_thread=False)
         for pragma in SQLITE_PRAGMAS:
             conn.execute(pragma)
-        saver = threaded_sqlite_saver()(conn)
-        await saver._on_thread(saver.setup)
+        saver = loop_sqlite_saver()(conn)
+        saver.setup()
         return saver
     raise ValueError(f"Unsupported checkpoint URL {url!r} (postgres://… or sqlite:///path).")
 

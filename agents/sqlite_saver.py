@@ -3,10 +3,6 @@ and the saver the run engine's loop uses."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
-from typing import Any
-
 # Every SQLite connection of the checkpointer and the store, set as the app's own
 # database is (hitl/settings.py): WAL, so readers never block the writer; NORMAL sync,
 # so a commit is safe once it is handed to the OS (it survives the process being killed;
@@ -20,57 +16,48 @@ SQLITE_PRAGMAS = (
 )
 
 
-def threaded_sqlite_saver() -> type:
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
+def loop_sqlite_saver() -> type:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    class ThreadedSqliteSaver(SqliteSaver):
+    class LoopSqliteSaver(SqliteSaver):
         """The SQLite saver for the run engine's loop: each operation (a checkpoint, a
-        task's writes, a read) runs whole on the connection's own thread, one hop there
-        and back. aiosqlite's AsyncSqliteSaver hops once per statement, commit and
-        cursor close: about 40 hops per review cycle instead of 13.
+        task's writes, a read) runs whole on the loop's own thread, with no hop.
 
-        One thread, first in first out: a task's writes reach the file before the
-        checkpoint that follows them, as the operations were submitted. Each write is
-        its own transaction, committed before the step goes on.
+        sqlite3 lets go of the GIL while a statement runs, so the process's other
+        threads go on meanwhile, and a write to a WAL file with NORMAL sync is a
+        write to the OS, not a wait on the disk. A hop to a thread of the
+        connection's own cost more than the statements it carried: the loop's thread
+        then waited for the GIL on the way back, behind the server's other threads
+        (one hop per operation, 13 per review cycle: −9% of the embedded server's
+        CPU per cycle at 8 clients without them, docs/benchmarks.md). aiosqlite's
+        AsyncSqliteSaver hops once per statement, commit and cursor close.
+
+        Operations run in the order the loop calls them, none interleaved with
+        another: a task's writes reach the file before the checkpoint that follows
+        them. Each write is its own transaction, committed before the step goes on.
         """
 
-        def __init__(self, conn: sqlite3.Connection) -> None:
-            super().__init__(conn)
-            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hitl-checkpoints")
-
-        async def _on_thread(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._thread, lambda: func(*args, **kwargs))
-
         async def aget_tuple(self, config):
-            return await self._on_thread(self.get_tuple, config)
+            return self.get_tuple(config)
 
         async def alist(self, config, *, filter=None, before=None, limit=None):
-            found = await self._on_thread(
-                lambda: list(self.list(config, filter=filter, before=before, limit=limit))
-            )
+            found = list(self.list(config, filter=filter, before=before, limit=limit))
             for item in found:
                 yield item
 
         async def aput(self, config, checkpoint, metadata, new_versions):
-            return await self._on_thread(self.put, config, checkpoint, metadata, new_versions)
+            return self.put(config, checkpoint, metadata, new_versions)
 
         async def aput_writes(self, config, writes, task_id, task_path=""):
-            await self._on_thread(self.put_writes, config, writes, task_id, task_path)
+            self.put_writes(config, writes, task_id, task_path)
 
         async def adelete_thread(self, thread_id):
-            await self._on_thread(self.delete_thread, thread_id)
+            self.delete_thread(thread_id)
 
         async def aget_delta_channel_history(self, *, config, channels):
-            return await self._on_thread(
-                self.get_delta_channel_history, config=config, channels=channels
-            )
+            return self.get_delta_channel_history(config=config, channels=channels)
 
         async def aclose(self) -> None:
-            await self._on_thread(self.conn.close)
-            self._thread.shutdown(wait=False)
+            self.conn.close()
 
-    return ThreadedSqliteSaver
+    return LoopSqliteSaver

@@ -281,7 +281,7 @@ def test_an_embedded_cycle_opens_nothing_new_and_sends_only_to_whom_listens(embe
     runs.wait resuming) on the embedded server, counted once it is warm: each thread
     keeps its SQLite connection, no thread is started per run, a message goes only to
     groups with a member (the waits' status group), checkpoints are committed without
-    an fsync each (synchronous=NORMAL) and written whole on the saver's own thread, and
+    an fsync each (synchronous=NORMAL) and written whole on the run engine's thread, and
     the cycle's SQLite statements stay within their budget (docs/benchmarks.md)."""
     from langgraph_sdk import get_sync_client
 
@@ -330,7 +330,7 @@ def test_an_embedded_cycle_opens_nothing_new_and_sends_only_to_whom_listens(embe
     assert total("group-send nobody") == 0, seen
     assert total("group-send member") == 2 * cycles, seen  # each half's wait hears its end
     checkpoint_threads = {k for k in seen if k.startswith("sql-thread checkpoints.sqlite3 ")}
-    assert checkpoint_threads == {"sql-thread checkpoints.sqlite3 hitl-checkpoints"}, seen
+    assert checkpoint_threads == {"sql-thread checkpoints.sqlite3 hitl-engine"}, seen
     # Five checkpoints and five tasks' writes per cycle, one transaction each.
     assert total("sql checkpoints.sqlite3 BEGIN") == 10 * cycles, seen
     # The cycle's own statements, on the request and run threads (run leases and the
