@@ -14,8 +14,10 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from hitl.compat import daphne as compat_daphne  # noqa: E402
 from hitl.middleware import ASGIHandler  # noqa: E402
 
-# Django parses POST bodies; daphne's Twisted requests must not parse them too.
+# Django parses POST bodies; daphne's Twisted requests must not parse them too. daphne
+# writes the access log; Twisted's factory must not format a second line per request.
 compat_daphne.raw_request_bodies()
+compat_daphne.one_access_log()
 
 # Static files are served at the ASGI layer, so every middleware stays async-capable
 # and async views (long-polls, streams) never block a thread. Django's own middleware

@@ -241,6 +241,39 @@ def test_daphne_requests_leave_post_bodies_to_django():
     assert "parsePOSTFormSubmission" in params  # Twisted's Request still takes it
 
 
+def test_daphne_writes_the_only_access_log_line():
+    from daphne import http_protocol
+    from twisted.web import http
+
+    formatted = []
+
+    def formatter(timestamp, request):
+        formatted.append(request)
+        return "line"
+
+    class LogFile:
+        def __init__(self):
+            self.lines = []
+
+        def write(self, line):
+            self.lines.append(line)
+
+    # Twisted's factory formats and writes a line per request to its log file ...
+    twisted_factory = http.HTTPFactory(logFormatter=formatter)
+    twisted_factory._logFile = twisted_file = LogFile()
+    twisted_factory.log("request")
+    assert formatted == ["request"] and twisted_file.lines == ["line\n"]
+    # ... and daphne's, once told, neither formats nor writes one.
+    daphne.one_access_log()
+    daphne.one_access_log()  # idempotent
+    daphne_factory = http_protocol.HTTPFactory(server=None)
+    daphne_factory._logFormatter = formatter
+    daphne_factory._logFile = daphne_file = LogFile()
+    daphne_factory.log("request")
+    assert formatted == ["request"] and daphne_file.lines == []
+    assert http.HTTPFactory.log is not http_protocol.HTTPFactory.log  # Twisted's own is kept
+
+
 def test_psycopg_pool_takes_the_check_it_is_given():
     from psycopg_pool import ConnectionPool
 
