@@ -28,7 +28,7 @@ def loop_sqlite_saver() -> type:
         write to the OS, not a wait on the disk. A hop to a thread of the
         connection's own cost more than the statements it carried: the loop's thread
         then waited for the GIL on the way back, behind the server's other threads
-        (one hop per operation, 13 per review cycle: −9% of the embedded server's
+        (one hop per operation, 13 per review cycle: −7.5% of the embedded server's
         CPU per cycle at 8 clients without them, docs/benchmarks.md). aiosqlite's
         AsyncSqliteSaver hops once per statement, commit and cursor close.
 
