@@ -89,18 +89,14 @@ def _save_with_audit_sql(
     """_save_with_audit_part's SQL for `fields` of `model`, built once, with the fields
     whose parameters it takes."""
     opts = model._meta
-    updated = tuple(opts.get_field(name) for name in fields)
-    sets = [
-        f'"{field.column}" = %(u{i})s::{field.db_type(connection)}'
-        for i, field in enumerate(updated)
-    ]
+    updated, sets = prepared.assignments(model, fields, "u", typed=True)
     audit_fields = tuple(
         f for f in AuditEvent._meta.concrete_fields if f is not AuditEvent._meta.pk
     )
     columns = ", ".join(f'"{f.column}"' for f in audit_fields)
     values = ", ".join(f"%(a{i})s::{f.db_type(connection)}" for i, f in enumerate(audit_fields))
     sql = f"""u AS (
-            UPDATE "{opts.db_table}" SET {", ".join(sets)} WHERE "{opts.pk.column}" = %(pk)s
+            UPDATE "{opts.db_table}" SET {sets} WHERE "{opts.pk.column}" = %(pk)s
             RETURNING 1
         ), a AS (
             INSERT INTO "{AuditEvent._meta.db_table}" ({columns}) SELECT {values} FROM u

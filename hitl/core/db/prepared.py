@@ -136,6 +136,21 @@ def save_params(obj: Model, fields: Any, prefix: str, *, adding: bool) -> dict[s
 
 
 @cache
+def assignments(
+    model: type[Model], names: tuple[str, ...], prefix: str, *, typed: bool = False
+) -> tuple[tuple[Any, ...], str]:
+    """The fields `names` of `model` and an UPDATE's SET list for them, `"column" =
+    %({prefix}0)s, ...`, built once; `typed` casts each to its column's type (Postgres:
+    a data-modifying CTE's parameters have none of their own). Bind with save_params."""
+    fields = tuple(model._meta.get_field(name) for name in names)
+    sets = ", ".join(
+        f'"{f.column}" = %({prefix}{i})s' + (f"::{f.db_type(connection)}" if typed else "")
+        for i, f in enumerate(fields)
+    )
+    return fields, sets
+
+
+@cache
 def _insert_shape(model: type[Model], prefix: str) -> tuple[tuple[Any, ...], str, str]:
     """A model's insert columns and typed placeholders, built once (Postgres only: the
     statements that use them run nowhere else)."""

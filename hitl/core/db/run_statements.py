@@ -256,8 +256,7 @@ def run_insert_part(
 ) -> tuple[str, dict[str, Any]]:
     """The CTEs `th` (the thread's change) and `r` (the run's insert, when `th` changed
     a row) of run_insert_with_thread, with their parameters."""
-    changed = [Thread._meta.get_field(name) for name in fields]
-    sets = [f'"{field.column}" = %(t{i})s' for i, field in enumerate(changed)]
+    changed, sets = prepared.assignments(Thread, tuple(fields), "t")
     params = {"thread_id": thread.pk, **prepared.save_params(thread, changed, "t", adding=False)}
     guard = (
         f' AND NOT EXISTS (SELECT 1 FROM "{Run._meta.db_table}" WHERE thread_id = %(thread_id)s)'
@@ -267,7 +266,7 @@ def run_insert_part(
     columns, placeholders, run_params = prepared.insert_values(run, "r")
     params.update(run_params)
     sql = f"""th AS (
-            UPDATE "{Thread._meta.db_table}" SET {", ".join(sets)}
+            UPDATE "{Thread._meta.db_table}" SET {sets}
             WHERE id = %(thread_id)s{guard}
             RETURNING id
         ), r AS (

@@ -211,16 +211,14 @@ def run_end_record(
 
 @cache
 def _update_sql(model, fields: tuple[str, ...], guard: str = "") -> str:
-    sets = ", ".join(
-        f'"{model._meta.get_field(name).column}" = %(u{i})s' for i, name in enumerate(fields)
-    )
+    _, sets = prepared.assignments(model, fields, "u")
     where = f'"{model._meta.pk.column}" = %(pk)s{guard}'
     return f'UPDATE "{model._meta.db_table}" SET {sets} WHERE {where}'
 
 
 def _update_params(obj, fields: tuple[str, ...]) -> dict[str, Any]:
     """`fields` of `obj` as `obj.save(update_fields=fields)` binds them (auto_now set)."""
-    changed = [obj._meta.get_field(name) for name in fields]
+    changed, _ = prepared.assignments(type(obj), fields, "u")
     return {
         "pk": _prep(type(obj), obj._meta.pk.name, obj.pk),
         **prepared.save_params(obj, changed, "u", adding=False),
