@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from hitl.core.live import eventlog
 from hitl.core.models import Run
 from tests.api.client_graphs import CHATTER_TICKS, CLIENT_GRAPHS
 from tests.api.conftest import sdk_client, token_for
@@ -62,6 +63,22 @@ def test_a_late_join_from_the_start_gets_every_part_of_the_runs_modes(stack16, r
     tokens = "".join(p.data[0]["content"] for p in parts if p.event == "messages")
     assert tokens == "one two three four five"
     assert all(p.id for p in parts[1:])  # every part can be resumed from
+
+
+@pytest.mark.postgres
+def test_a_waits_run_keeps_no_stream_of_its_own(stack16, reviewer):  # noqa: F811
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id = client.threads.create()["thread_id"]
+    # The answer of a wait is the run's end: with nobody listening, nothing of the run's
+    # stream is built or logged (LangGraph Server keeps none of a run not resumable).
+    assert client.runs.wait(thread_id, "chatter", input={"pause": 0.01})["ticks"] == CHATTER_TICKS
+    run = Run.objects.get(thread_id=thread_id)
+    assert run.status == Run.Status.SUCCESS and run.stream_modes == []
+    assert eventlog.read_from(thread_id, "0-0") == []
+    # A join after its end still gets its final values, as from any run that has ended.
+    parts = list(client.runs.join_stream(thread_id, str(run.pk), last_event_id="-1"))
+    assert [p.event for p in parts] == ["metadata", "values"]
+    assert parts[0].data["run_id"] == str(run.pk) and parts[1].data["ticks"] == CHATTER_TICKS
 
 
 @pytest.mark.postgres

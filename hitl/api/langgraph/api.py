@@ -143,7 +143,10 @@ async def _start_and_wait(request, body: RunCreateIn, thread_id, *, stateless: b
     # Listen before the run exists: its end cannot be missed.
     sub = await ThreadSubscription(thread_id, status_only=True).open()
     try:
-        run = await released(create_run)(request, body, thread_id, stateless=stateless)
+        # The answer is the run's end: nothing of its stream is kept for it.
+        run = await released(create_run)(
+            request, body, thread_id, stateless=stateless, streamed=False
+        )
     except BaseException:
         await sub.close()
         raise

@@ -56,10 +56,19 @@ def configurable_headers(request: HttpRequest) -> dict[str, str]:
 
 
 def create_run(
-    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
+    request: HttpRequest,
+    body: RunCreateIn,
+    thread_id: uuid.UUID | None,
+    *,
+    stateless: bool,
+    streamed: bool = True,
 ) -> Run:
     """Start or resume a run: one transaction (run_create's), so a fault before its
     commit leaves nothing behind and the whole of it is repeated (retry_transient).
+
+    With `streamed` false (a wait, whose answer is the run's end) the run keeps no stream
+    modes of its own: the worker streams it only while someone listens, as LangGraph
+    Server streams a run that is not resumable.
 
     A fault that struck the COMMIT leaves it unknown whether the run was created: the
     thread is read for a run of this request's kind by this user created since the
@@ -68,7 +77,7 @@ def create_run(
     check_stream_modes(body.stream_mode)
     began = timezone.now()
     try:
-        return _create_run_once(request, body, thread_id, stateless=stateless)
+        return _create_run_once(request, body, thread_id, stateless=stateless, streamed=streamed)
     except Unavailable as exc:
         if thread_id is None or not met_while_committing(exc):
             raise
@@ -77,7 +86,7 @@ def create_run(
     if made is not None:
         log.warning("run %s was created before the fault hit its commit; answering it", made.pk)
         return made
-    return _create_run_once(request, body, thread_id, stateless=stateless)
+    return _create_run_once(request, body, thread_id, stateless=stateless, streamed=streamed)
 
 
 @retry_transient
@@ -92,7 +101,12 @@ def _run_made_since(thread_id: uuid.UUID, kind: str, user, began) -> Run | None:
 
 @retry_transient
 def _create_run_once(
-    request: HttpRequest, body: RunCreateIn, thread_id: uuid.UUID | None, *, stateless: bool
+    request: HttpRequest,
+    body: RunCreateIn,
+    thread_id: uuid.UUID | None,
+    *,
+    stateless: bool,
+    streamed: bool,
 ) -> Run:
     refuse_unsupported(
         after_seconds=body.after_seconds or None,
@@ -108,7 +122,7 @@ def _create_run_once(
     sent = lg_services.RunRequest(
         webhook=body.webhook,
         checkpoint_id=checkpoint_id,
-        stream_modes=run_stream_modes(body.stream_mode),
+        stream_modes=run_stream_modes(body.stream_mode) if streamed else (),
         stream_subgraphs=body.stream_subgraphs,
         config=body.config,
         context=body.context,

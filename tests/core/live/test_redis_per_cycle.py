@@ -120,7 +120,8 @@ def test_a_cycle_logs_each_runs_stream_in_one_append(
     # made longer than any run here, so a busy machine's slow run (over 50 ms) cannot
     # split it: the count below is the batching's, not the machine's speed.
     monkeypatch.setattr(batches, "FLUSH_SECONDS", 60.0)
-    # As a /langgraph client starts it (runs.wait): its events are logged from the start.
+    # As a /langgraph client streams it (runs.stream, runs.create): its events are
+    # logged from the start.
     stream = lg_services.RunRequest(stream_modes=["values"])
     run = lg_services.run_create(user=requester, assistant_id="approval", input={}, request=stream)
     publisher.flush()  # the start's own announcement (the web's part) goes first
@@ -167,6 +168,38 @@ def test_a_cycle_logs_each_runs_stream_in_one_append(
         assert {w[0] for w in sent} <= {"EVALSHA", "ZCOUNT", "GET"}, sent
         # At the pause also the inbox check before its row is rendered, pipelined (two
         # ZCOUNTs), and the config cache (two GETs). 17 and 14 commands before batching.
+        assert len(sent) <= cap, sent
+
+
+def test_a_waits_cycle_logs_nothing_while_nobody_listens(
+    nobody_listens, worker_side, transactional_db, requester, reviewer
+):
+    assert eventlog.enabled(), "this test needs the Redis deployment"
+    # As runs.wait starts it: the answer is the run's end, so the run has no modes of its
+    # own, and with nobody listening nothing of its stream is built or logged.
+    run = lg_services.run_create(user=requester, assistant_id="approval", input={})
+    publisher.flush()
+    with Monitor() as first:
+        assert worker_side(run) == "interrupted"
+    resume = lg_services.run_create(
+        user=reviewer,
+        assistant_id="approval",
+        thread_id=run.thread_id,
+        command={"resume": {"type": "accept"}},
+    )
+    publisher.flush()
+    with Monitor() as second:
+        assert worker_side(resume) == "success"
+
+    assert eventlog.read_from(run.thread_id, "0-0") == []
+    for monitor, cap in ((first, 9), (second, 5)):
+        sent = monitor.cycle()
+        assert monitor.appends() == [], sent
+        # Whether anyone listens, at the start and at the end (a pipelined ZCOUNT and
+        # EXISTS each), and the announcements of the end as above (at the pause also
+        # the inbox check and the config cache).
+        assert len([w for w in sent if w[0] == "EXISTS"]) == 2, sent
+        assert len([w for w in sent if w[0] == "EVALSHA"]) <= 3, sent
         assert len(sent) <= cap, sent
 
 
