@@ -112,6 +112,26 @@ def worker_side(manual_runs):
     return execute
 
 
+def monitored_cycle(worker_side, requester, reviewer, **options):
+    """Start a run to its pause and resume it with accept, each executed as a worker
+    does: the first run, its Monitor and the resume's."""
+    run = lg_services.run_create(user=requester, assistant_id="approval", input={}, **options)
+    publisher.flush()  # the start's own announcement (the web's part) goes first
+    with Monitor() as first:
+        assert worker_side(run) == "interrupted"
+    resume = lg_services.run_create(
+        user=reviewer,
+        assistant_id="approval",
+        thread_id=run.thread_id,
+        command={"resume": {"type": "accept"}},
+        **options,
+    )
+    publisher.flush()
+    with Monitor() as second:
+        assert worker_side(resume) == "success"
+    return run, first, second
+
+
 def test_a_cycle_logs_each_runs_stream_in_one_append(
     nobody_listens, worker_side, transactional_db, requester, reviewer, monkeypatch
 ):
@@ -123,20 +143,7 @@ def test_a_cycle_logs_each_runs_stream_in_one_append(
     # As a /langgraph client streams it (runs.stream, runs.create): its events are
     # logged from the start.
     stream = lg_services.RunRequest(stream_modes=["values"])
-    run = lg_services.run_create(user=requester, assistant_id="approval", input={}, request=stream)
-    publisher.flush()  # the start's own announcement (the web's part) goes first
-    with Monitor() as first:
-        assert worker_side(run) == "interrupted"
-    resume = lg_services.run_create(
-        user=reviewer,
-        assistant_id="approval",
-        thread_id=run.thread_id,
-        command={"resume": {"type": "accept"}},
-        request=stream,
-    )
-    publisher.flush()
-    with Monitor() as second:
-        assert worker_side(resume) == "success"
+    run, first, second = monitored_cycle(worker_side, requester, reviewer, request=stream)
 
     logged = [event for _, event in eventlog.read_from(run.thread_id, "0-0")]
     kinds = [event["type"] for event in logged]
@@ -177,19 +184,7 @@ def test_a_waits_cycle_logs_nothing_while_nobody_listens(
     assert eventlog.enabled(), "this test needs the Redis deployment"
     # As runs.wait starts it: the answer is the run's end, so the run has no modes of its
     # own, and with nobody listening nothing of its stream is built or logged.
-    run = lg_services.run_create(user=requester, assistant_id="approval", input={})
-    publisher.flush()
-    with Monitor() as first:
-        assert worker_side(run) == "interrupted"
-    resume = lg_services.run_create(
-        user=reviewer,
-        assistant_id="approval",
-        thread_id=run.thread_id,
-        command={"resume": {"type": "accept"}},
-    )
-    publisher.flush()
-    with Monitor() as second:
-        assert worker_side(resume) == "success"
+    run, first, second = monitored_cycle(worker_side, requester, reviewer)
 
     assert eventlog.read_from(run.thread_id, "0-0") == []
     for monitor, cap in ((first, 9), (second, 5)):
