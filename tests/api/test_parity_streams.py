@@ -4,6 +4,8 @@ on the embedded default too."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import pytest
 
@@ -79,6 +81,24 @@ def test_a_waits_run_keeps_no_stream_of_its_own(stack16, reviewer):  # noqa: F81
     parts = list(client.runs.join_stream(thread_id, str(run.pk), last_event_id="-1"))
     assert [p.event for p in parts] == ["metadata", "values"]
     assert parts[0].data["run_id"] == str(run.pk) and parts[1].data["ticks"] == CHATTER_TICKS
+
+
+@pytest.mark.postgres
+def test_a_join_of_a_waits_run_mid_run_gets_its_end(stack16, reviewer):  # noqa: F811
+    client = sdk_client(stack16.base_url, reviewer)
+    thread_id = client.threads.create()["thread_id"]
+    with ThreadPoolExecutor(1) as pool:
+        waited = pool.submit(client.runs.wait, thread_id, "chatter", input={"pause": 0.3})
+        wait_for(lambda: Run.objects.filter(thread_id=thread_id).exists(), 30, 0.02, "the run")
+        run_id = str(Run.objects.get(thread_id=thread_id).pk)
+        wait_for(lambda: _running(run_id), 30, 0.02, "the run to start")
+        # Found while it runs (runs.list): the join waits for its end, then has its values.
+        assert [r["run_id"] for r in client.runs.list(thread_id)] == [run_id]
+        parts = list(client.runs.join_stream(thread_id, run_id, last_event_id="-1"))
+        assert waited.result(timeout=60)["ticks"] == CHATTER_TICKS
+    assert [p.event for p in parts] == ["metadata", "values"]
+    assert parts[0].data["run_id"] == run_id and parts[1].data["ticks"] == CHATTER_TICKS
+    assert Run.objects.get(pk=run_id).status == Run.Status.SUCCESS
 
 
 @pytest.mark.postgres
