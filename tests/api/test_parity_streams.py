@@ -21,6 +21,13 @@ def _ticks(parts) -> list[int]:
     return [p.data["tick"] for p in parts if p.event == "custom"]
 
 
+def _assert_end_only(stream, run_id) -> None:
+    """A join of a wait's run (it has no modes of its own) gets its metadata, then its end."""
+    parts = list(stream)
+    assert [p.event for p in parts] == ["metadata", "values"]
+    assert parts[0].data["run_id"] == str(run_id) and parts[1].data["ticks"] == CHATTER_TICKS
+
+
 def _running(run_id: str) -> bool:
     return Run.objects.get(pk=run_id).status == Run.Status.RUNNING
 
@@ -78,9 +85,7 @@ def test_a_waits_run_keeps_no_stream_of_its_own(stack16, reviewer):  # noqa: F81
     assert run.status == Run.Status.SUCCESS and run.stream_modes == []
     assert eventlog.read_from(thread_id, "0-0") == []
     # A join after its end still gets its final values, as from any run that has ended.
-    parts = list(client.runs.join_stream(thread_id, str(run.pk), last_event_id="-1"))
-    assert [p.event for p in parts] == ["metadata", "values"]
-    assert parts[0].data["run_id"] == str(run.pk) and parts[1].data["ticks"] == CHATTER_TICKS
+    _assert_end_only(client.runs.join_stream(thread_id, str(run.pk), last_event_id="-1"), run.pk)
 
 
 @pytest.mark.postgres
@@ -94,10 +99,8 @@ def test_a_join_of_a_waits_run_mid_run_gets_its_end(stack16, reviewer):  # noqa:
         wait_for(lambda: _running(run_id), 30, 0.02, "the run to start")
         # Found while it runs (runs.list): the join waits for its end, then has its values.
         assert [r["run_id"] for r in client.runs.list(thread_id)] == [run_id]
-        parts = list(client.runs.join_stream(thread_id, run_id, last_event_id="-1"))
+        _assert_end_only(client.runs.join_stream(thread_id, run_id, last_event_id="-1"), run_id)
         assert waited.result(timeout=60)["ticks"] == CHATTER_TICKS
-    assert [p.event for p in parts] == ["metadata", "values"]
-    assert parts[0].data["run_id"] == run_id and parts[1].data["ticks"] == CHATTER_TICKS
     assert Run.objects.get(pk=run_id).status == Run.Status.SUCCESS
 
 
