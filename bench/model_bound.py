@@ -122,7 +122,8 @@ def measure(target: Target, variant: str, latency: float, clients: int, cycles: 
     ):
         results = drive(target, variant, latency, clients, cycles)
     wall1 = time.time()
-    results["cpu_ms"] = sum(cpu.ms_by_category().values())
+    results["cpu_by"] = cpu.ms_by_category()
+    results["cpu_ms"] = sum(results["cpu_by"].values())
     results["rss_total_mb"] = rss.peak_total / 1024
     results["rss_process_mb"] = rss.peak_process / 1024
     results["in_flight"] = in_flight(target.trace, wall0, wall1)
@@ -162,6 +163,14 @@ def print_table(rows: list[tuple], args) -> None:
         "mean/peak;\n worker RSS = peak MB of the processes that run graphs, all/largest; "
         "CPU/cyc = server ms per cycle incl. Postgres backends)"
     )
+    print("\nServer CPU ms per cycle, by process:")
+    for (name, variant, latency, clients), r in rows:
+        if r.get("smoke_failed") or not r["done"]:
+            continue
+        parts = ", ".join(
+            f"{label} {ms / r['done']:.1f}" for label, ms in sorted(r["cpu_by"].items())
+        )
+        print(f"  {name} {variant} L={latency:g} c={clients}: {parts}")
     for (name, variant, latency, clients), r in rows:
         if r["errors"] and not r.get("smoke_failed"):
             print(f"{name} {variant} L={latency:g} c={clients}: first error: {r['first_error']}")
