@@ -3,8 +3,8 @@
 The worker publishes `thread.event` (AG-UI events) and, after each committed status
 change, `thread.changed` to listeners.thread_group(thread_id). A waiter subscribes
 first and reads the database second, so a change between the two cannot be missed;
-it re-reads the database on every relevant message and every few seconds anyway, so
-a message the channel layer dropped (capacity, expiry) only delays it.
+it re-reads the database on every relevant message and every RECHECK_SECONDS anyway,
+so a message the channel layer dropped (capacity, expiry) only delays it.
 
 A waiter holds no database connection while it waits: every read on the way to and
 during a wait goes through `released`, which hands the request thread's pooled
@@ -37,7 +37,12 @@ from hitl.core.models import Run, Thread
 
 log = logging.getLogger(__name__)
 
-RECHECK_SECONDS = 5.0
+# While the layer is heard, how long a waiter relies on messages before reading the
+# database again: the re-read only covers a message the layer dropped, and every open
+# wait pays it. At 5 s a wait on a model call of 5 s or more paid a read and its answer
+# built anew (2-4 ms of the web's CPU per cycle, docs/benchmarks.md), and 1,000 open
+# waits 200 reads a second.
+RECHECK_SECONDS = 15.0
 # After its last waiter leaves, the hub stays in a thread's group this long.
 LINGER_SECONDS = 2.0
 # While the channel layer is unreachable (Redis down), waiters poll the database this often.
