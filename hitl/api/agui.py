@@ -48,7 +48,8 @@ from hitl.core.access.permissions import user_can_view_thread
 from hitl.core.decisions import resume as decision_resume
 from hitl.core.errors import error_line
 from hitl.core.live import agui
-from hitl.core.live.waiting import ThreadSubscription, fetch_run, released, run_events_of
+from hitl.core.live.run_events import run_events_of
+from hitl.core.live.waiting import ThreadSubscription, fetch_run, released
 from hitl.core.models import HumanInterrupt, Run, Thread
 from hitl.core.registry import registry
 from hitl.core.runs.graphs import thread_graph_check

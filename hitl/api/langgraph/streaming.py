@@ -35,12 +35,12 @@ from langchain_core.messages import (
 from hitl.api.langgraph import serializers, state
 from hitl.core.live import eventlog
 from hitl.core.live.agui import RAW_SOURCE
+from hitl.core.live.run_events import run_events_of
 from hitl.core.live.waiting import (
     TERMINAL,
     ThreadSubscription,
     fetch_run,
     released,
-    run_events_of,
 )
 from hitl.core.models import Run
 

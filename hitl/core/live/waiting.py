@@ -21,7 +21,7 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -47,8 +47,6 @@ RECHECK_SECONDS = 15.0
 LINGER_SECONDS = 2.0
 # While the channel layer is unreachable (Redis down), waiters poll the database this often.
 POLL_SECONDS = 0.5
-# After a run ends, how long its last events (sent right after) may still arrive.
-DRAIN_SECONDS = 2.0
 TERMINAL = frozenset(Run.TERMINAL)
 
 
@@ -423,7 +421,7 @@ _fetch_thread_status = released(_thread_status)
 UNREAD = object()
 
 
-async def _read(query: Callable[[], Awaitable[Any]]) -> Any:
+async def waiter_read(query: Callable[[], Awaitable[Any]]) -> Any:
     """A waiter's read; UNREAD when the database is briefly away (the waiter reads again).
 
     Once a run exists, a dropped connection must not turn a wait into an error: the
@@ -471,7 +469,7 @@ async def wait_for_run(
     if known is not None and subscription is not None:
         run: Any = known
     else:
-        run = await _read(lambda: fetch_run_(run_id))
+        run = await waiter_read(lambda: fetch_run_(run_id))
     if run is None or (run is not UNREAD and run.status in TERMINAL):
         return run
     own = subscription is None
@@ -479,7 +477,7 @@ async def wait_for_run(
         return await _poll_run(run_id, timeout)
     sub = subscription or await ThreadSubscription(run.thread_id, status_only=True).open()
     if own:  # read again now that we listen: a change in between is not missed
-        run = await _read(lambda: fetch_run_(run_id))
+        run = await waiter_read(lambda: fetch_run_(run_id))
     deadline = time.monotonic() + timeout
     last: Any = UNREAD
     try:
@@ -500,7 +498,7 @@ async def wait_for_run(
             end = (message or {}).get("run_end")
             if ended is not None and end is not None and end.get("run_id") == str(run_id):
                 return ended(end)
-            run = await _read(lambda: fetch_run_(run_id))
+            run = await waiter_read(lambda: fetch_run_(run_id))
     finally:
         if own:
             await sub.close()
@@ -517,7 +515,7 @@ async def _poll_run(run_id: Any, timeout: float) -> Run | None:
     deadline = time.monotonic() + timeout
     last: Any = UNREAD
     while True:
-        run = await _read(lambda: fetch_run(run_id))
+        run = await waiter_read(lambda: fetch_run(run_id))
         if run is not UNREAD:
             last = run
             if run is None or run.status in TERMINAL:
@@ -536,7 +534,7 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
     async with ThreadSubscription(thread_id, status_only=status_only) as sub:
         deadline = time.monotonic() + timeout
         while True:
-            status = await _read(lambda: _fetch_thread_status(thread_id))
+            status = await waiter_read(lambda: _fetch_thread_status(thread_id))
             remaining = deadline - time.monotonic()
             if status is not UNREAD:
                 last = status
@@ -550,56 +548,3 @@ async def thread_wait_for_status(thread_id: Any, statuses: Any, timeout: float) 
                 message = await sub.get(left)
                 if message is None or message.get("type") == "thread.changed":
                     break
-
-
-async def run_events_of(
-    sub: ThreadSubscription, run_id: Any, timeout: float
-) -> AsyncIterator[dict[str, Any] | None]:
-    """The AG-UI events of one run, in order, until it ends (or `timeout`).
-
-    Yields None about once a second while nothing arrives, so a caller can send
-    keepalives. RUN_STARTED/RUN_FINISHED/RUN_ERROR are consumed here: they decide
-    which events belong to this run and when the stream is over.
-    """
-    run_id = str(run_id)
-    current = await fetch_run(run_id)
-    # Joining a run that already started: its RUN_STARTED went by before we listened.
-    started = current is not None and current.status != Run.Status.QUEUED
-    deadline = time.monotonic() + timeout
-    ended_at: float | None = None
-    while time.monotonic() < deadline:
-        ended = current is None or current.status in TERMINAL
-        if ended:
-            # A cancelled run sends no RUN_FINISHED; others do, right after.
-            ended_at = ended_at or time.monotonic()
-            drained = time.monotonic() - ended_at > DRAIN_SECONDS
-            # What has arrived is read first: a busy server may read the run's end in the
-            # database before it reads the start and the events already queued for it.
-            settled = drained or not started or current is None or current.status == "cancelled"
-            if settled and sub.queue.empty():
-                return
-        message = await sub.get(min(1.0, max(deadline - time.monotonic(), 0)))
-        if message is None or message.get("type") == "thread.changed":
-            fresh = await _read(lambda: fetch_run(run_id))
-            current = current if fresh is UNREAD else fresh
-            if message is None:
-                yield None
-            continue
-        event = message.get("event") or {}
-        kind = event.get("type")
-        if kind == "RUN_STARTED":
-            if event.get("runId") == run_id:
-                started = True
-            elif started and ended:
-                return  # the next run's start: this one's part of the stream is over
-            continue
-        if not started:
-            continue
-        if kind in ("RUN_FINISHED", "RUN_ERROR"):
-            if kind == "RUN_ERROR" or event.get("runId") == run_id:
-                sub.heard_end = True
-                return
-            continue
-        # The event's id in the thread's replayable log, for callers that number theirs.
-        sub.last_seq = message.get("seq")
-        yield event

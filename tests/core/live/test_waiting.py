@@ -417,7 +417,7 @@ def test_a_runs_queued_events_are_read_even_when_its_end_is_read_first(transacti
     """A busy server may read a run's end in the database (after the "busy" change)
     before it reads the RUN_STARTED and events already queued for it: they still reach
     the stream, and the next run's events do not."""
-    from hitl.core.live.waiting import run_events_of
+    from hitl.core.live.run_events import run_events_of
     from hitl.core.models import Run, Thread
 
     thread = Thread.objects.create(graph="approval", requester=requester, status="idle")
