@@ -464,3 +464,39 @@ def test_a_hub_passes_over_a_second_copy_of_a_run_end_among_its_last_ids():
     assert hub._first({"eid": "one-more"}) is True
     assert hub._first({"eid": "a"}) is True  # the oldest was forgotten
     assert len(hub.seen) == SEEN_IDS
+
+
+def test_a_heard_wait_on_a_long_run_reads_the_run_only_when_it_ends(transactional_db, requester):
+    """While the layer is heard, a wait relies on it: a run that takes seconds (a model
+    call) costs its waiter no re-read of the row before its end is announced."""
+    from hitl.core.live.waiting import fetch_run, wait_for_run
+    from hitl.core.models import Run, Thread
+
+    thread = Thread.objects.create(graph="approval", requester=requester, status="busy")
+    run = Run.objects.create(thread=thread, status="running", created_by=requester)
+    reads = []
+
+    async def counted(run_id):
+        reads.append(asyncio.get_running_loop().time())
+        return await fetch_run(run_id)
+
+    async def end(sub: ThreadSubscription) -> None:
+        await asyncio.to_thread(Run.objects.filter(pk=run.pk).update, status="success")
+        sub.queue.put_nowait(
+            {"type": "thread.changed", "thread_id": str(thread.pk), "status": "idle"}
+        )
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        async with ThreadSubscription(thread.pk, status_only=True) as sub:
+            assert sub.recheck_seconds > 6  # the layer is heard
+            began = loop.time()
+            # Six seconds in, longer than the old 5 s re-read, the end is announced.
+            ending = []
+            loop.call_later(6, lambda: ending.append(loop.create_task(end(sub))))
+            got = await wait_for_run(run.pk, 30, subscription=sub, known=run, fetch=counted)
+            return got, [t - began for t in reads]
+
+    got, read_at = asyncio.run(scenario())
+    assert got.status == "success"
+    assert len(read_at) == 1 and read_at[0] >= 6, read_at
