@@ -202,15 +202,16 @@ def test_resuming_through_the_langgraph_api_stays_lean(
     # lease.wait(command={"resume": ...}): lock the thread and read its pending rows (and
     # their runs' other rows) locked, once; answer them as read, and create the resume
     # run with its metadata and webhook (on PostgreSQL the last answer with its audit
-    # event, the thread's change and the run's insert are one statement). 6 with the
-    # savepoint of run_create's transaction in the test's and the reviewer's look at
-    # the thread (an item of their group on it?): 22, 15, 13, 10, 8, then 7 before,
-    # counting the thread's read by the view. The reviewer's permissions are
+    # event, the thread's change and the run's insert are one statement; so are the
+    # thread's locked read and its rows'). 5 with the savepoint of run_create's
+    # transaction in the test's and the reviewer's look at the thread (an item of their
+    # group on it?): 22, 15, 13, 10, 8, 7, then 6 before, counting the thread's read by
+    # the view. The reviewer's permissions are
     # loaded first, as any earlier check in the request loads them.
     from hitl.core.access.permissions import user_can_view_thread
 
     assert user_can_view_thread(reviewer, Thread.objects.get(pk=paused_run.thread_id))
-    with django_assert_num_queries(6 if ON_POSTGRES else 9) as captured:
+    with django_assert_num_queries(5 if ON_POSTGRES else 9) as captured:
         run = lg_services.run_create(
             user=reviewer,
             assistant_id="approval",

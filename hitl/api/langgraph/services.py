@@ -21,7 +21,7 @@ from hitl.core.access.permissions import (
     user_can_run_thread,
     user_can_view_thread,
 )
-from hitl.core.db import locked_reads
+from hitl.core.db import answer_statements, locked_reads
 from hitl.core.db.retry import retry_transient
 from hitl.core.decisions.resume import resume_command
 from hitl.core.errors import check_storable
@@ -207,9 +207,14 @@ def run_create(
             return run
     with transaction.atomic():
         locked = False
+        answerable = None
         if thread_id is not None:
             # Read once, locked: the run's start or the answers need the lock anyway.
-            thread = locked_reads.thread_locked(thread_id)
+            # A resume reads the rows it answers with it (one statement on PostgreSQL).
+            if command is not None and "resume" in command:
+                thread, answerable = answer_statements.thread_and_answerable_locked(thread_id)
+            else:
+                thread = locked_reads.thread_locked(thread_id)
             if thread is None and request.if_not_exists == "create":
                 new_thread_id = thread_id
             elif thread is None or not user_can_view_thread(user, thread):
@@ -247,7 +252,7 @@ def run_create(
             # runs nothing. On a copy of it, so a new pause has new interrupt ids (the
             # pending ones are superseded). A thread with no checkpoint starts afresh.
             checkpoint_id = head_checkpoint_id(thread) or ""
-        held = Locked(thread) if locked else thread
+        held = Locked(thread, answerable=answerable) if locked else thread
         if command is None or "resume" not in command:
             return runs.run_start(
                 graph=graph,

@@ -1,5 +1,5 @@
 """An answer's statements: the locked read of a resume's rows (SQL built once, on every
-database), and an answer saved with its audit event (and the resume run it completes)
+database; with its thread's, in one statement on PostgreSQL), and an answer saved with its audit event (and the resume run it completes)
 in one statement on PostgreSQL, the ORM's saves elsewhere.
 """
 
@@ -13,16 +13,19 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.models import Model
 
-from hitl.core.db import prepared, run_statements, run_statements_sqlite
+from hitl.core.db import locked_reads, prepared, run_statements, run_statements_sqlite
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
+_ORDER = "hi.created_at, hi.interrupt_id, hi.position"
 
-@cache
-def _answerable_sql(vendor: str) -> str:
+
+def _answerable_query(columns: str) -> str:
+    """The rows of the thread's paused runs with their run, reviewer group and answerer,
+    after `columns`, locked; unordered."""
     user = get_user_model()
     rows, runs = HumanInterrupt._meta.db_table, Run._meta.db_table
     return f"""
-        SELECT {prepared.select(HumanInterrupt, "hi")}, {prepared.select(Run, "r")},
+        SELECT {columns}{prepared.select(HumanInterrupt, "hi")}, {prepared.select(Run, "r")},
                {prepared.select(Group, "g")}, {prepared.select(user, "u")}
         FROM "{rows}" hi
         JOIN "{runs}" r ON r.id = hi.run_id
@@ -31,33 +34,44 @@ def _answerable_sql(vendor: str) -> str:
         WHERE hi.thread_id = %(thread_id)s
           AND hi.run_id IN (
               SELECT run_id FROM "{rows}" WHERE thread_id = %(thread_id)s AND status = %(pending)s
-          )
-        ORDER BY hi.created_at, hi.interrupt_id, hi.position
-        {"FOR UPDATE OF hi" if connection.features.has_select_for_update_of else ""}
+          )"""
+
+
+@cache
+def _answerable_sql(vendor: str) -> str:
+    lock = " FOR UPDATE OF hi" if connection.features.has_select_for_update_of else ""
+    return f"{_answerable_query('')} ORDER BY {_ORDER}{lock}"
+
+
+@cache
+def _thread_and_answerable_sql(vendor: str) -> str:
+    """The thread locked, then its answerable rows locked, in one statement (PostgreSQL):
+    `t` is read (and locked) before any row, as every service that changes a thread locks
+    them. One row per answerable row, after the thread's columns; one with the thread's
+    and NULLs when there is none; none when there is no such thread."""
+    order = "hi.created_at AS o1, hi.interrupt_id AS o2, hi.position AS o3, "
+    return f"""
+        WITH t AS MATERIALIZED (
+            SELECT {prepared.select(Thread, "t")} FROM "{Thread._meta.db_table}" t
+            WHERE t.id = %(thread_id)s FOR UPDATE
+        ), answerable AS MATERIALIZED (
+            {_answerable_query(order)} AND EXISTS (SELECT 1 FROM t)
+            FOR UPDATE OF hi
+        )
+        SELECT t.*, answerable.* FROM t LEFT JOIN answerable ON true
+        ORDER BY answerable.o1, answerable.o2, answerable.o3
     """
 
 
-def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
-    """Every row of the thread's paused runs, locked, with its run, reviewer group and
-    answerer: what `services.interrupt_rows_for_update` reads for answering, without
-    building the ORM query on each call (on every database)."""
-    user = get_user_model()
-    models = (HumanInterrupt, Run, Group, user)
+def _answerable_rows(found: list[tuple]) -> list[HumanInterrupt]:
+    """Rows of HumanInterrupt, Run, Group and user columns, as instances."""
+    models = (HumanInterrupt, Run, Group, get_user_model())
     fields = [prepared.concrete_fields(model) for model in models]
     bounds = []
     start = 0
     for model_fields in fields:
         bounds.append((start, start + len(model_fields)))
         start += len(model_fields)
-    with prepared.cursor() as cursor:
-        cursor.execute(
-            _answerable_sql(connection.vendor),
-            {
-                "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
-                "pending": HumanInterrupt.Status.PENDING,
-            },
-        )
-        found = cursor.fetchall()
     rows = []
     for values in found:
         row, run, group, answerer = (
@@ -67,6 +81,48 @@ def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
         row.run, row.reviewer_group, row.responded_by = run, group, answerer
         rows.append(row)
     return rows
+
+
+def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
+    """Every row of the thread's paused runs, locked, with its run, reviewer group and
+    answerer: what `services.interrupt_rows_for_update` reads for answering, without
+    building the ORM query on each call (on every database)."""
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            _answerable_sql(connection.vendor),
+            {
+                "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
+                "pending": HumanInterrupt.Status.PENDING,
+            },
+        )
+        return _answerable_rows(cursor.fetchall())
+
+
+def thread_and_answerable_locked(
+    thread_id: Any,
+) -> tuple[Thread | None, list[HumanInterrupt] | None]:
+    """The thread locked (`locked_reads.thread_locked`) and, on PostgreSQL, its
+    answerable rows locked too (`interrupts_answerable_locked`), in one statement: a
+    resume needs both. Elsewhere the rows are None (read them when needed)."""
+    if not prepared.available():
+        return locked_reads.thread_locked(thread_id), None
+    thread_fields = prepared.concrete_fields(Thread)
+    split = len(thread_fields)
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            _thread_and_answerable_sql(connection.vendor),
+            {
+                "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
+                "pending": HumanInterrupt.Status.PENDING,
+            },
+        )
+        found = cursor.fetchall()
+    if not found:
+        return None, []
+    thread = prepared.instance(Thread, thread_fields, found[0][:split])
+    if found[0][split] is None:  # the thread alone: no answerable row
+        return thread, []
+    return thread, _answerable_rows([values[split + 3 :] for values in found])
 
 
 def _save_with_audit_part(

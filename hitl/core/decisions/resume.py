@@ -140,13 +140,17 @@ def _pending_by_interrupt(thread: Thread) -> dict[str, list[HumanInterrupt]]:
     return groups
 
 
-def _pending_locked(thread: Thread) -> tuple[dict[str, list[HumanInterrupt]], dict[Any, list]]:
+def _pending_locked(locked: Locked) -> tuple[dict[str, list[HumanInterrupt]], dict[Any, list]]:
     """The thread's pending rows by interrupt, and every row of their runs by run, read
-    once and locked for answering them (the caller holds the thread's lock)."""
+    once and locked for answering them (the caller holds the thread's lock), unless the
+    caller read them with it."""
     pending = HumanInterrupt.Status.PENDING
     groups: dict[str, list[HumanInterrupt]] = {}
     by_run: dict[Any, list[HumanInterrupt]] = {}
-    for row in answer_statements.interrupts_answerable_locked(thread.pk):
+    rows = locked.answerable
+    if rows is None:
+        rows = answer_statements.interrupts_answerable_locked(locked.thread.pk)
+    for row in rows:
         by_run.setdefault(row.run_id, []).append(row)
         if row.status == pending:
             groups.setdefault(row.interrupt_id, []).append(row)
@@ -261,8 +265,8 @@ def resume_command(
     lenient = lenient or is_inbox_form(resume)
     by_run = None
     if isinstance(thread, Locked):
-        thread = thread.thread
         groups, by_run = _pending_locked(thread)
+        thread = thread.thread
     else:
         groups = _pending_by_interrupt(thread)
     if resume is None or resume == {} or resume == []:

@@ -92,9 +92,11 @@ class Locked:
     so it is not read (or locked) again.
 
     `row` is an interrupt of `thread` read with its responded_by, reviewer_group and run;
-    `siblings` every row of `row`'s run.
+    `siblings` every row of `row`'s run. `answerable`: every row of the thread's paused
+    runs, read with the thread (answer_statements.thread_and_answerable_locked).
     """
 
     thread: Thread
     row: HumanInterrupt | None = None
     siblings: Sequence[HumanInterrupt] | None = None
+    answerable: Sequence[HumanInterrupt] | None = None

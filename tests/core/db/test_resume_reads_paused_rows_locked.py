@@ -85,6 +85,48 @@ def test_a_thread_with_nothing_pending_reads_nothing(requester):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
+def test_a_resume_reads_the_thread_and_its_rows_locked_in_one_statement(
+    half_answered, requester, test_database_url
+):
+    ids = list(HumanInterrupt.objects.filter(thread=half_answered).values_list("pk", flat=True))
+    with transaction.atomic():
+        orm = orm_read(half_answered.pk)
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as queries:
+            thread, rows = answer_statements.thread_and_answerable_locked(half_answered.pk)
+        assert len(queries) == 1
+        assert {f.attname: getattr(thread, f.attname) for f in Thread._meta.concrete_fields} == (
+            Thread.objects.filter(pk=half_answered.pk).values().get()
+        )
+        assert thread._state.adding is False
+        assert described(rows) == described(orm) and len(rows) == 2
+        with psycopg.connect(test_database_url, autocommit=True) as probe:
+            for table, pk in [(Thread._meta.db_table, thread.pk)] + [
+                (HumanInterrupt._meta.db_table, pk) for pk in ids
+            ]:
+                with pytest.raises(psycopg.errors.LockNotAvailable):
+                    probe.execute(f'SELECT 1 FROM "{table}" WHERE id = %s FOR UPDATE NOWAIT', [pk])
+    quiet = Thread.objects.create(graph="approval", requester=requester)
+    with transaction.atomic():
+        thread, rows = answer_statements.thread_and_answerable_locked(quiet.pk)
+        assert (thread.pk, rows) == (quiet.pk, [])
+        assert answer_statements.thread_and_answerable_locked(uuid.uuid4()) == (None, [])
+
+
+@pytest.mark.django_db
+def test_elsewhere_a_resume_reads_the_thread_alone_and_its_rows_when_needed(
+    half_answered, monkeypatch
+):
+    # SQLite has no locks to take with a read: the thread's read, and the rows when the
+    # resume reads them (interrupts_answerable_locked, as above).
+    monkeypatch.setattr(prepared, "available", lambda: False)
+    with transaction.atomic():
+        thread, rows = answer_statements.thread_and_answerable_locked(half_answered.pk)
+    assert (thread.pk, thread.status, rows) == (half_answered.pk, half_answered.status, None)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
 def test_every_row_read_is_locked_until_the_transaction_ends(half_answered, test_database_url):
     table = HumanInterrupt._meta.db_table
     ids = list(HumanInterrupt.objects.filter(thread=half_answered).values_list("pk", flat=True))
