@@ -206,8 +206,8 @@ def test_resuming_through_the_langgraph_api_stays_lean(
     # thread's locked read and its rows'). 5 with the savepoint of run_create's
     # transaction in the test's and the reviewer's look at the thread (an item of their
     # group on it?): 22, 15, 13, 10, 8, 7, then 6 before, counting the thread's read by
-    # the view. The reviewer's permissions are
-    # loaded first, as any earlier check in the request loads them.
+    # the view. The reviewer's permissions are loaded first, as any earlier check in the
+    # request loads them.
     from hitl.core.access.permissions import user_can_view_thread
 
     assert user_can_view_thread(reviewer, Thread.objects.get(pk=paused_run.thread_id))

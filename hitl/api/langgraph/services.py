@@ -205,13 +205,14 @@ def run_create(
         )
         if run is not None:
             return run
+    resuming = command is not None and "resume" in command
     with transaction.atomic():
         locked = False
         answerable = None
         if thread_id is not None:
             # Read once, locked: the run's start or the answers need the lock anyway.
             # A resume reads the rows it answers with it (one statement on PostgreSQL).
-            if command is not None and "resume" in command:
+            if resuming:
                 thread, answerable = answer_statements.thread_and_answerable_locked(thread_id)
             else:
                 thread = locked_reads.thread_locked(thread_id)
@@ -253,7 +254,7 @@ def run_create(
             # pending ones are superseded). A thread with no checkpoint starts afresh.
             checkpoint_id = head_checkpoint_id(thread) or ""
         held = Locked(thread, answerable=answerable) if locked else thread
-        if command is None or "resume" not in command:
+        if not resuming:
             return runs.run_start(
                 graph=graph,
                 input=input,

@@ -1,6 +1,7 @@
 """An answer's statements: the locked read of a resume's rows (SQL built once, on every
-database; with its thread's, in one statement on PostgreSQL), and an answer saved with its audit event (and the resume run it completes)
-in one statement on PostgreSQL, the ORM's saves elsewhere.
+database; on PostgreSQL also with its thread's, in one statement), and an answer saved
+with its audit event (and the resume run it completes) in one statement on PostgreSQL,
+the ORM's saves elsewhere.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from django.db.models import Model
 from hitl.core.db import locked_reads, prepared, run_statements, run_statements_sqlite
 from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
-_ORDER = "hi.created_at, hi.interrupt_id, hi.position"
+# The order a resume answers a thread's rows in.
+_ORDER = ("hi.created_at", "hi.interrupt_id", "hi.position")
 
 
 def _answerable_query(columns: str) -> str:
     """The rows of the thread's paused runs with their run, reviewer group and answerer,
-    after `columns`, locked; unordered."""
+    after `columns`; neither ordered nor locked."""
     user = get_user_model()
     rows, runs = HumanInterrupt._meta.db_table, Run._meta.db_table
     return f"""
@@ -40,7 +42,7 @@ def _answerable_query(columns: str) -> str:
 @cache
 def _answerable_sql(vendor: str) -> str:
     lock = " FOR UPDATE OF hi" if connection.features.has_select_for_update_of else ""
-    return f"{_answerable_query('')} ORDER BY {_ORDER}{lock}"
+    return f"{_answerable_query('')} ORDER BY {', '.join(_ORDER)}{lock}"
 
 
 @cache
@@ -48,8 +50,10 @@ def _thread_and_answerable_sql(vendor: str) -> str:
     """The thread locked, then its answerable rows locked, in one statement (PostgreSQL):
     `t` is read (and locked) before any row, as every service that changes a thread locks
     them. One row per answerable row, after the thread's columns; one with the thread's
-    and NULLs when there is none; none when there is no such thread."""
-    order = "hi.created_at AS o1, hi.interrupt_id AS o2, hi.position AS o3, "
+    and NULLs when there is none; none when there is no such thread. The rows' order
+    columns (`_ORDER`, as o0, o1, ...) come between the two."""
+    order = "".join(f"{column} AS o{i}, " for i, column in enumerate(_ORDER))
+    outer_order = ", ".join(f"answerable.o{i}" for i in range(len(_ORDER)))
     return f"""
         WITH t AS MATERIALIZED (
             SELECT {prepared.select(Thread, "t")} FROM "{Thread._meta.db_table}" t
@@ -59,7 +63,7 @@ def _thread_and_answerable_sql(vendor: str) -> str:
             FOR UPDATE OF hi
         )
         SELECT t.*, answerable.* FROM t LEFT JOIN answerable ON true
-        ORDER BY answerable.o1, answerable.o2, answerable.o3
+        ORDER BY {outer_order}
     """
 
 
@@ -83,18 +87,19 @@ def _answerable_rows(found: list[tuple]) -> list[HumanInterrupt]:
     return rows
 
 
+def _answerable_params(thread_id: Any) -> dict[str, Any]:
+    return {
+        "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
+        "pending": HumanInterrupt.Status.PENDING,
+    }
+
+
 def interrupts_answerable_locked(thread_id: Any) -> list[HumanInterrupt]:
     """Every row of the thread's paused runs, locked, with its run, reviewer group and
     answerer: what `services.interrupt_rows_for_update` reads for answering, without
     building the ORM query on each call (on every database)."""
     with prepared.cursor() as cursor:
-        cursor.execute(
-            _answerable_sql(connection.vendor),
-            {
-                "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
-                "pending": HumanInterrupt.Status.PENDING,
-            },
-        )
+        cursor.execute(_answerable_sql(connection.vendor), _answerable_params(thread_id))
         return _answerable_rows(cursor.fetchall())
 
 
@@ -109,20 +114,14 @@ def thread_and_answerable_locked(
     thread_fields = prepared.concrete_fields(Thread)
     split = len(thread_fields)
     with prepared.cursor() as cursor:
-        cursor.execute(
-            _thread_and_answerable_sql(connection.vendor),
-            {
-                "thread_id": Thread._meta.pk.get_db_prep_value(thread_id, connection),
-                "pending": HumanInterrupt.Status.PENDING,
-            },
-        )
+        cursor.execute(_thread_and_answerable_sql(connection.vendor), _answerable_params(thread_id))
         found = cursor.fetchall()
     if not found:
         return None, []
     thread = prepared.instance(Thread, thread_fields, found[0][:split])
     if found[0][split] is None:  # the thread alone: no answerable row
         return thread, []
-    return thread, _answerable_rows([values[split + 3 :] for values in found])
+    return thread, _answerable_rows([values[split + len(_ORDER) :] for values in found])
 
 
 def _save_with_audit_part(
