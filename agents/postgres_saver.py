@@ -106,7 +106,8 @@ def ordered_async_postgres_saver() -> type:
 
         The stock saver sends a statement per row (per write; per blob, then the
         checkpoint), pipelined: 19 statements per review cycle where these send 12, at
-        half the stock saver's instructions (bench/README.md).
+        half the stock saver's instructions (bench/README.md). A thread's first run
+        sends 11: its lease read that the thread has no checkpoint yet (expect_empty).
         """
 
         def __init__(self, conn, *args, **kwargs):
@@ -114,11 +115,23 @@ def ordered_async_postgres_saver() -> type:
             if self.pipe is None and not isinstance(conn, psycopg.AsyncConnection):
                 self.lock = contextlib.nullcontext()
             self._writers: dict[str, tuple[asyncio.Lock, int]] = {}
+            self._empty: set[str] = set()
+
+        def expect_empty(self, thread_id: str) -> None:
+            """The thread has no checkpoint yet (its run's lease read as much, in the
+            same database): the run's first read of its latest checkpoint is answered
+            without asking. Any other read or write of the thread forgets it. Called on
+            the saver's loop."""
+            self._empty.add(thread_id)
+
+        def forget_empty(self, thread_id: str) -> None:
+            self._empty.discard(thread_id)
 
         async def _write(self, config, statements):
             """Run a write's statements after the thread's earlier writes, retried
             (aretry)."""
             thread_id = str(config["configurable"]["thread_id"])
+            self._empty.discard(thread_id)
             lock, users = self._writers.get(thread_id, (None, 0))
             lock = lock or asyncio.Lock()
             self._writers[thread_id] = (lock, users + 1)
@@ -135,6 +148,15 @@ def ordered_async_postgres_saver() -> type:
         async def aget_tuple(self, config):
             """The stock read, again on another connection if its session was dropped
             (aretry): a run's first read otherwise goes back to the queue for it."""
+            if self._empty:
+                configurable = config["configurable"]
+                thread_id = str(configurable["thread_id"])
+                if thread_id in self._empty:
+                    self._empty.discard(thread_id)
+                    if not configurable.get("checkpoint_ns") and not configurable.get(
+                        "checkpoint_id"
+                    ):
+                        return None
             read = super().aget_tuple
             return await aretry(lambda: read(config))
 

@@ -27,8 +27,15 @@ from hitl.core.models import AuditEvent, HumanInterrupt, Run, Thread
 
 
 @cache
-def _lease_sql() -> str:
+def _lease_sql(checkpoints: bool) -> str:
+    """The lease's statement; with `checkpoints`, it also answers whether the thread has
+    no checkpoint yet (LangGraph's table, in this database)."""
     run_cols, thread_cols = prepared.select(Run, "c"), prepared.select(Thread, "t")
+    empty = (
+        "NOT EXISTS (SELECT 1 FROM checkpoints k WHERE k.thread_id = c.thread_id::text)"
+        if checkpoints
+        else "false"
+    )
     offset = """CASE WHEN jsonb_typeof(x.metadata -> %(retried_after)s) = 'number'
                      THEN (x.metadata ->> %(retried_after)s)::numeric::int ELSE 0 END"""
     return f"""
@@ -42,17 +49,27 @@ def _lease_sql() -> str:
                                       'worker', %(worker)s::text)
             FROM c
         )
-        SELECT {run_cols}, {thread_cols}, c.started_at = %(now)s AND c.attempts = 1
+        SELECT {run_cols}, {thread_cols}, c.started_at = %(now)s AND c.attempts = 1, {empty}
         FROM c JOIN "{Thread._meta.db_table}" t ON t.id = c.thread_id
     """
 
 
 def run_lease_take(
-    *, run_id: Any, worker: str, now: datetime, expires: datetime, max_attempts: int
+    *,
+    run_id: Any,
+    worker: str,
+    now: datetime,
+    expires: datetime,
+    max_attempts: int,
+    checkpoints: bool = False,
 ):
     """Claim a queued run whose turn it is, or one whose lease lapsed, in one statement on
     PostgreSQL (a few in one transaction on SQLite); None otherwise: the caller's turn
-    check and locked read do it, or say why not."""
+    check and locked read do it, or say why not.
+
+    With `checkpoints` (LangGraph's checkpoint tables are in this database), the run's
+    `checkpointless` says whether its thread had no checkpoint when it was claimed; it is
+    False otherwise."""
     if not prepared.available():
         return run_statements_sqlite.run_lease_take(
             run_id=run_id, worker=worker, now=now, expires=expires, max_attempts=max_attempts
@@ -67,12 +84,12 @@ def run_lease_take(
     )
     params["kind"] = AuditEvent.Kind.RUN_STARTED
     with prepared.cursor() as cursor:
-        cursor.execute(_lease_sql(), params)
+        cursor.execute(_lease_sql(checkpoints), params)
         row = cursor.fetchone()
     if row is None:
         return None
-    run, _, (first_lease,) = prepared.run_and_thread(row)
-    run.first_lease = first_lease
+    run, _, (first_lease, checkpointless) = prepared.run_and_thread(row)
+    run.first_lease, run.checkpointless = first_lease, checkpointless
     return run
 
 

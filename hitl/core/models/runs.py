@@ -84,6 +84,9 @@ class Run(models.Model):
     # Not stored: set by run_lease_take on the run it hands to a worker. True when no earlier
     # attempt was ever claimed, so nothing of this run can be in the checkpointer yet.
     first_lease = False
+    # Not stored: set by run_lease_take when asked, in the same statement. True when the
+    # run's thread had no checkpoint at all when this run was claimed.
+    checkpointless = False
     # The metadata key of the attempts a run had when an operator retried it: its attempt
     # budget (HITL_RUN_MAX_ATTEMPTS) counts from there.
     RETRIED_AFTER = "hitl_retried_after_attempts"

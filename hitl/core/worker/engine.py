@@ -47,6 +47,7 @@ class Engine:
         self._pid: int | None = None
         self._atexit = False
         self._saver: tuple[Any, Any, tuple] | None = None  # (loop, saver, (url, prepare))
+        self._beside: tuple[str, bool] | None = None  # (the saver's url, the same database)
         self._store: tuple[Any, Any, tuple] | None = None  # (loop, store, (url, prepare))
 
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -99,6 +100,19 @@ class Engine:
         )
         self._saver = (loop, saver, key)
         return saver
+
+    def checkpoints_beside_runs(self) -> bool:
+        """Whether the saver's tables are set up, in the database the runs are in (the
+        same server, port and database): a run's lease can then tell at no cost whether
+        its thread has a checkpoint yet."""
+        cached = self._saver
+        if cached is None or connection.vendor != "postgresql":
+            return False
+        url = cached[2][0]
+        known = self._beside
+        if known is None or known[0] != url:
+            known = self._beside = (url, _same_database(url, connection.settings_dict))
+        return known[1]
 
     def store(self) -> Any:
         """The async store graphs get (bound to the engine's loop), as LangGraph Server
@@ -241,3 +255,25 @@ class Leases:
 
 
 leases = Leases()
+
+
+def _same_database(url: str, django_db: dict[str, Any]) -> bool:
+    """Whether the saver's `url` names the database (host, port, name and user) Django's
+    connection uses; no when either cannot be read."""
+    if not url.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
+        return False
+    from psycopg.conninfo import conninfo_to_dict
+
+    from agents.pg_pool import pg_conninfo
+
+    try:
+        saver = conninfo_to_dict(pg_conninfo(url))
+    except Exception:
+        return False
+
+    def key(host: Any, port: Any, name: Any, user: Any) -> tuple[str, ...]:
+        return (str(host or ""), str(port or 5432), str(name or ""), str(user or ""))
+
+    return key(saver.get("host"), saver.get("port"), saver.get("dbname"), saver.get("user")) == key(
+        django_db.get("HOST"), django_db.get("PORT"), django_db.get("NAME"), django_db.get("USER")
+    )

@@ -186,6 +186,10 @@ async def _stream_run(
     loop = asyncio.get_running_loop()
     thread_id = run.thread_id
     out = EventBatches(thread_id)
+    # The lease read that the thread has no checkpoint: the graph's first read need not.
+    saver = graph.checkpointer if run.checkpointless else None
+    if saver is not None and hasattr(saver, "expect_empty"):
+        saver.expect_empty(str(thread_id))
     try:
         async with asyncio.timeout(settings.HITL_RUN_TIME_LIMIT):
             if run.checkpoint_id:
@@ -246,6 +250,8 @@ async def _stream_run(
         ) from exc
     finally:
         hold.streaming = False
+        if saver is not None and hasattr(saver, "forget_empty"):
+            saver.forget_empty(str(thread_id))
         await out.close()  # before the run's end is recorded and announced
 
 
@@ -282,7 +288,9 @@ def execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
 def _execute_run(run_id: str, *, worker: str) -> tuple[str, float]:
     try:
         # An enqueued run waits for the runs before it on its thread (double-texting).
-        run, retry_after = lease.run_lease_take(run_id=run_id, worker=worker)
+        run, retry_after = lease.run_lease_take(
+            run_id=run_id, worker=worker, checkpoints=engine.checkpoints_beside_runs()
+        )
     except Exception as exc:
         if not is_transient(exc):
             raise

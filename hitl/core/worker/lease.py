@@ -30,11 +30,13 @@ log = logging.getLogger(__name__)
 
 
 @retry_transient
-def run_lease_take(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
+def run_lease_take(
+    *, run_id: Any, worker: str, checkpoints: bool = False
+) -> tuple[Run | None, float]:
     """Take the lease on a run whose turn it is. Returns (run, 0) when taken, (None, 0)
     when there is nothing to do, or (None, seconds) when another worker holds a live
     lease or an enqueued run waits for the runs before it on its thread (double-texting:
-    multitask.run_turn)."""
+    multitask.run_turn). `checkpoints`: see run_statements.run_lease_take."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.HITL_RUN_LEASE_SECONDS)
     run = run_statements.run_lease_take(
@@ -43,6 +45,7 @@ def run_lease_take(*, run_id: Any, worker: str) -> tuple[Run | None, float]:
         now=now,
         expires=expires,
         max_attempts=settings.HITL_RUN_MAX_ATTEMPTS,
+        checkpoints=checkpoints,
     )
     if run is not None:
         return run, 0.0
