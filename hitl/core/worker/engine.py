@@ -28,8 +28,10 @@ from typing import Any
 import uvloop
 from django.conf import settings
 from django.db import connection
+from psycopg.conninfo import conninfo_to_dict
 
 from agents.checkpoint import aclose_checkpointers, aget_checkpointer
+from agents.pg_pool import pg_conninfo
 from agents.store import aclose_stores, astore_for
 from hitl.core.errors import is_transient
 from hitl.core.live.stops import Listener
@@ -262,10 +264,6 @@ def _same_database(url: str, django_db: dict[str, Any]) -> bool:
     connection uses; no when either cannot be read."""
     if not url.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
         return False
-    from psycopg.conninfo import conninfo_to_dict
-
-    from agents.pg_pool import pg_conninfo
-
     try:
         saver = conninfo_to_dict(pg_conninfo(url))
     except Exception:
