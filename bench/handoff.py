@@ -33,6 +33,8 @@ TASK = "bench.handoff.noop"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common import celery_worker_command  # noqa: E402
+from bench.samplers import TICK_MS, proc_stat  # noqa: E402
 from hitl.celery import app  # noqa: E402
 
 
@@ -45,8 +47,10 @@ def noop(channel: str) -> None:
 
 
 def cpu_ms(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    stat = proc_stat(pid)
+    if stat is None:
+        raise SystemExit(f"process {pid} is gone")
+    return stat[0] * TICK_MS
 
 
 def redis_pid() -> int:
@@ -132,28 +136,9 @@ def main() -> None:
         from hitl.core.live import redis as live_redis
 
         live_redis.client().flushdb()
+        command = celery_worker_command("handoff@%h", concurrency=64, pool="threads")
         worker = subprocess.Popen(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "hitl",
-                "worker",
-                "-I",
-                "bench.handoff",
-                "-Q",
-                "runs,default",
-                "-c",
-                "64",
-                "--pool",
-                "threads",
-                "-n",
-                "handoff@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-l",
-                "WARNING",
-            ],  # fmt: skip
+            [*command[:3], "worker", "-I", "bench.handoff", *command[4:]],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
