@@ -49,7 +49,7 @@ class Engine:
         self._pid: int | None = None
         self._atexit = False
         self._saver: tuple[Any, Any, tuple] | None = None  # (loop, saver, (url, prepare))
-        self._beside: tuple[str, bool] | None = None  # (the saver's url, the same database)
+        self._beside = False  # the saver's tables are in the database the runs are in
         self._store: tuple[Any, Any, tuple] | None = None  # (loop, store, (url, prepare))
 
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -101,20 +101,16 @@ class Engine:
             aget_checkpointer(key[0], settings.HITL_CHECKPOINT_POOL_SIZE, prepare=key[1])
         )
         self._saver = (loop, saver, key)
+        self._beside = connection.vendor == "postgresql" and _same_database(
+            key[0], connection.settings_dict
+        )
         return saver
 
     def checkpoints_beside_runs(self) -> bool:
         """Whether the saver's tables are set up, in the database the runs are in (the
-        same server, port and database): a run's lease can then tell at no cost whether
-        its thread has a checkpoint yet."""
-        cached = self._saver
-        if cached is None or connection.vendor != "postgresql":
-            return False
-        url = cached[2][0]
-        known = self._beside
-        if known is None or known[0] != url:
-            known = self._beside = (url, _same_database(url, connection.settings_dict))
-        return known[1]
+        same server, port, database and user): a run's lease can then tell at no cost
+        whether its thread has a checkpoint yet."""
+        return self._saver is not None and self._beside
 
     def store(self) -> Any:
         """The async store graphs get (bound to the engine's loop), as LangGraph Server

@@ -188,7 +188,9 @@ async def _stream_run(
     out = EventBatches(thread_id)
     # The lease read that the thread has no checkpoint: the graph's first read need not.
     saver = graph.checkpointer if run.checkpointless else None
-    if saver is not None and hasattr(saver, "expect_empty"):
+    if not hasattr(saver, "expect_empty"):
+        saver = None
+    else:
         saver.expect_empty(str(thread_id))
     try:
         async with asyncio.timeout(settings.HITL_RUN_TIME_LIMIT):
@@ -250,7 +252,7 @@ async def _stream_run(
         ) from exc
     finally:
         hold.streaming = False
-        if saver is not None and hasattr(saver, "forget_empty"):
+        if saver is not None:
             saver.forget_empty(str(thread_id))
         await out.close()  # before the run's end is recorded and announced
 
